@@ -1,0 +1,21 @@
+"""One module per fixture family; ``FAMILIES`` lists them in report order."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+FAMILY_MODULES = (
+    "go_json",
+    "unique_keys",
+    "unique_states",
+    "retry",
+    "snooze",
+    "cron",
+    "schema_sqlite",
+    "schema_postgres",
+)
+
+
+def load_families() -> list[ModuleType]:
+    return [importlib.import_module(f"conformance.families.{name}") for name in FAMILY_MODULES]

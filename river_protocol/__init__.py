@@ -1,0 +1,35 @@
+"""River's job protocol as a pure, sans-IO core.
+
+No sockets, threads, drivers, clocks or randomness: every input (rows, work
+outcomes, notifications, ``now``, random draws) is passed in, and every
+database effect comes out as a typed intent that a dialect renders to SQL.
+"""
+
+from river_protocol.errors import (
+    CronParseError,
+    EncodingError,
+    JobNotFoundError,
+    MigrationError,
+    ProtocolError,
+    QueueNotFoundError,
+    RiverError,
+    UniqueKeyError,
+    ValidationError,
+)
+from river_protocol.job import AttemptError, JobRow
+from river_protocol.states import JobState
+
+__all__ = [
+    "AttemptError",
+    "CronParseError",
+    "EncodingError",
+    "JobNotFoundError",
+    "JobRow",
+    "JobState",
+    "MigrationError",
+    "ProtocolError",
+    "QueueNotFoundError",
+    "RiverError",
+    "UniqueKeyError",
+    "ValidationError",
+]

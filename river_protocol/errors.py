@@ -1,0 +1,44 @@
+"""Typed errors raised by the protocol core.
+
+Every error a caller can provoke with bad input is a ``ValidationError`` (also a
+``ValueError``), so a single ``except`` catches all of them while the message
+still says exactly what is wrong.
+"""
+
+from __future__ import annotations
+
+
+class RiverError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ValidationError(RiverError, ValueError):
+    """Input that River would refuse: bad option, name, state, schedule..."""
+
+
+class EncodingError(ValidationError):
+    """A value has no Go ``encoding/json`` equivalent (NaN, year 10000, ...)."""
+
+
+class CronParseError(ValidationError):
+    """A cron expression River's parser (robfig/cron) would reject."""
+
+
+class UniqueKeyError(RiverError):
+    """River's unique-key builder fails on these args (path syntax quirks)."""
+
+
+class ProtocolError(RiverError):
+    """A state machine received an event that is illegal in its current state."""
+
+
+class MigrationError(RiverError):
+    """A migration request cannot be carried out (unknown version, other lines...)."""
+
+
+class JobNotFoundError(RiverError):
+    """No job with the requested id exists."""
+
+
+class QueueNotFoundError(RiverError):
+    """No queue with the requested name exists."""

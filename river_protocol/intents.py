@@ -1,0 +1,489 @@
+"""SQL intents: every statement the protocol needs, as typed immutable values.
+
+Machines and the client API produce intents; a dialect
+(``river_protocol.dialects``) turns each into a *plan*: a generator yielding
+``Statement`` values and receiving their rows, returning the parsed result.
+Drivers only run statements, so the same intent means the same thing on
+Postgres and SQLite, from the threaded driver or from trio.
+
+``now`` fields: ``None`` means "the database clock" (what Go does outside
+tests); machines pass the client clock where Go uses it (PROTOCOL.md §3.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from river_protocol.job import JobRow
+from river_protocol.states import JobState
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One SQL statement in the driver's DB-API paramstyle (``%s`` for psycopg, ``?`` for sqlite3)."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+    fetch: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CopyRows:
+    """A Postgres ``COPY ... FROM STDIN`` of ``rows`` into ``table(columns)``; yields no rows."""
+
+    table: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+class Intent:
+    """Base of all intents. ``transactional`` intents need BEGIN/COMMIT around their plan
+    unless they already run inside a caller's transaction."""
+
+    transactional: bool = False
+
+
+# ---------------------------------------------------------------- insert
+
+
+@dataclass(frozen=True, slots=True)
+class InsertParams:
+    """One row to insert, fully resolved (options applied, unique key computed)."""
+
+    kind: str
+    encoded_args: bytes
+    state: JobState = JobState.AVAILABLE
+    queue: str = "default"
+    priority: int = 1
+    max_attempts: int = 25
+    metadata: bytes = b"{}"
+    tags: tuple[str, ...] = ()
+    scheduled_at: datetime | None = None
+    created_at: datetime | None = None
+    unique_key: bytes | None = None
+    unique_states: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InsertResult:
+    job: JobRow
+    unique_skipped_as_duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InsertJobs(Intent):
+    """Multi-row insert returning rows; unique conflicts return the existing row, flagged skipped."""
+
+    jobs: tuple[InsertParams, ...]
+    nonce: str = ""  # SQLite skip detection: 16 hex chars drawn by the caller (§5.2)
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class InsertJobsFast(Intent):
+    """Bulk insert without returning rows (COPY on Postgres); result: inserted count."""
+
+    jobs: tuple[InsertParams, ...]
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class FullJobRow:
+    """Any column values, for tests and administrative imports."""
+
+    kind: str
+    encoded_args: bytes = b"{}"
+    state: JobState = JobState.AVAILABLE
+    queue: str = "default"
+    priority: int = 1
+    attempt: int = 0
+    max_attempts: int = 25
+    attempted_at: datetime | None = None
+    attempted_by: tuple[str, ...] = ()
+    created_at: datetime | None = None
+    errors: tuple[bytes, ...] = ()
+    finalized_at: datetime | None = None
+    metadata: bytes = b"{}"
+    scheduled_at: datetime | None = None
+    tags: tuple[str, ...] = ()
+    unique_key: bytes | None = None
+    unique_states: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InsertFullJobs(Intent):
+    rows: tuple[FullJobRow, ...]
+    transactional = True
+
+
+# ---------------------------------------------------------------- fetch / complete
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimJobs(Intent):
+    queue: str
+    limit: int
+    client_id: str
+    max_attempted_by: int = 100
+    now: datetime | None = None
+    transactional = True  # single statement on Postgres; several on SQLite
+
+
+@dataclass(frozen=True, slots=True)
+class SetStateUpdate:
+    """One job's requested final state (PROTOCOL.md §8.1); ``None`` = leave unchanged."""
+
+    id: int
+    state: JobState
+    attempt: int | None = None
+    error: bytes | None = None  # encoded AttemptError JSON
+    finalized_at: datetime | None = None
+    scheduled_at: datetime | None = None
+    metadata_do_merge: bool = False
+    metadata_updates: bytes = b"{}"
+
+
+@dataclass(frozen=True, slots=True)
+class SetStateIfRunning(Intent):
+    """Batched completion; returns the current rows of every id that still exists, by id."""
+
+    updates: tuple[SetStateUpdate, ...]
+    now: datetime | None = None
+    transactional = True
+
+
+# ---------------------------------------------------------------- maintenance
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledJob:
+    job: JobRow
+    conflict_discarded: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleJobs(Intent):
+    """Move due retryable/scheduled jobs to available (or discard unique conflicts)."""
+
+    now: datetime  # client now + look-ahead (the scheduler passes now + 5 s)
+    limit: int
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class GetStuckJobs(Intent):
+    stuck_horizon: datetime
+    limit: int
+    after_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RescueUpdate:
+    id: int
+    state: JobState
+    error: bytes
+    finalized_at: datetime | None
+    scheduled_at: datetime
+    metadata_updates: bytes = b"{}"
+
+
+@dataclass(frozen=True, slots=True)
+class RescueJobs(Intent):
+    updates: tuple[RescueUpdate, ...]
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteFinalizedBefore(Intent):
+    """Job cleaner batch; a ``None`` horizon leaves that state alone. Result: deleted count."""
+
+    cancelled_before: datetime | None
+    completed_before: datetime | None
+    discarded_before: datetime | None
+    limit: int
+    queues_included: tuple[str, ...] | None = None
+    queues_excluded: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteExpiredQueues(Intent):
+    updated_before: datetime
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteNotificationsBefore(Intent):
+    created_before: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ListReindexArtifacts(Intent):
+    """Names of ``<index>_ccnew[N]`` / ``<index>_ccold[N]`` leftovers (Postgres; SQLite: none)."""
+
+    index: str
+
+
+@dataclass(frozen=True, slots=True)
+class IndexExists(Intent):
+    index: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reindex(Intent):
+    index: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropIndex(Intent):
+    index: str
+
+
+# ---------------------------------------------------------------- queues
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    name: str
+    created_at: datetime
+    metadata: dict[str, Any]
+    paused_at: datetime | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertQueue(Intent):
+    name: str
+    metadata: bytes = b"{}"
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GetQueue(Intent):
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListQueues(Intent):
+    limit: int = 100
+    after_name: str | None = None
+    name_contains: str | None = None
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PauseQueue(Intent):
+    """``name`` may be ``*``; result: affected count; a missing named queue raises QueueNotFoundError."""
+
+    name: str
+    now: datetime | None = None
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeQueue(Intent):
+    name: str
+    now: datetime | None = None
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateQueue(Intent):
+    name: str
+    metadata: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteQueue(Intent):
+    name: str
+
+
+# ---------------------------------------------------------------- leader
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderRow:
+    leader_id: str
+    elected_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElect(Intent):
+    leader_id: str
+    ttl: timedelta
+    now: datetime | None = None
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderReelect(Intent):
+    leader_id: str
+    elected_at: datetime
+    ttl: timedelta
+    now: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderResign(Intent):
+    """Result: True when a row was deleted (Postgres also notifies ``river_leadership``)."""
+
+    leader_id: str
+    elected_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GetLeader(Intent):
+    pass
+
+
+# ---------------------------------------------------------------- notifications
+
+
+@dataclass(frozen=True, slots=True)
+class Notify(Intent):
+    """Send payloads on a topic (bare name, e.g. ``river_insert``): pg_notify or the SQLite outbox."""
+
+    topic: str
+    payloads: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NotificationRow:
+    id: int
+    topic: str
+    payload: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class FetchNotifications(Intent):
+    """SQLite outbox poll: rows with id > after_id, oldest first."""
+
+    after_id: int
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class MaxNotificationId(Intent):
+    pass
+
+
+# ---------------------------------------------------------------- job administration
+
+
+@dataclass(frozen=True, slots=True)
+class GetJob(Intent):
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class GetJobs(Intent):
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobListFilter:
+    ids: tuple[int, ...] | None = None
+    kinds: tuple[str, ...] | None = None
+    queues: tuple[str, ...] | None = None
+    states: tuple[JobState, ...] | None = None
+    priorities: tuple[int, ...] | None = None
+    tags_any: tuple[str, ...] | None = None
+    created_before: datetime | None = None
+    created_after: datetime | None = None
+    finalized_before: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListJobs(Intent):
+    """``order_by`` is ``id`` | ``scheduled_at`` | ``finalized_at`` | ``created_at``;
+    cursor pagination is keyset on (order column, id) after ``after``."""
+
+    filter: JobListFilter = field(default_factory=JobListFilter)
+    order_by: str = "id"
+    descending: bool = False
+    limit: int = 100
+    after: tuple[Any, int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CountJobs(Intent):
+    """Counts grouped by (state, queue, kind)."""
+
+    filter: JobListFilter = field(default_factory=JobListFilter)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJob(Intent):
+    id: int
+    cancel_attempted_at: bytes  # exact JSON string value stored in metadata
+    now: datetime | None = None
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class RetryJob(Intent):
+    id: int
+    now: datetime | None = None
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteJob(Intent):
+    id: int
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteJobs(Intent):
+    filter: JobListFilter
+    limit: int
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateJobMetadata(Intent):
+    """Shallow-merge ``metadata_updates`` into the job's metadata (e.g. ``{"output": ...}``)."""
+
+    id: int
+    metadata_updates: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueRunningJobs(Intent):
+    """Operator tool: running jobs attempted before ``attempted_before`` back to available."""
+
+    attempted_before: datetime
+    now: datetime | None = None
+
+
+# ---------------------------------------------------------------- migrations
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationRow:
+    line: str
+    version: int
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GetMigrations(Intent):
+    """Applied versions of ``line`` (handles pre-v5 tables without ``line``); [] when no table."""
+
+    line: str = "main"
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyMigration(Intent):
+    """One version's script plus its bookkeeping, in one transaction."""
+
+    line: str
+    version: int
+    direction: str  # "up" | "down"
+    sql: str
+    transactional = True

@@ -1,0 +1,74 @@
+"""The job row as River stores it, and the error element of ``errors[]``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from river_protocol.gotime import GoTime, format_rfc3339nano, parse_time
+from river_protocol.states import JobState
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptError:
+    """One element of ``river_job.errors``: Go's ``rivertype.AttemptError``."""
+
+    at: datetime
+    attempt: int
+    error: str
+    trace: str = ""
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> AttemptError:
+        return cls(
+            at=parse_time(value["at"]),
+            attempt=int(value["attempt"]),
+            error=str(value.get("error", "")),
+            trace=str(value.get("trace", "")),
+        )
+
+
+def encode_attempt_error(at: datetime | GoTime, attempt: int, error: str, trace: str = "") -> bytes:
+    """The element's JSON exactly as Go's ``json.Marshal`` writes it (field order, HTML escaping)."""
+    from river_protocol.gojson import encode_go_string
+
+    return (
+        b'{"at":' + encode_go_string(format_rfc3339nano(at))
+        + b',"attempt":' + str(int(attempt)).encode()
+        + b',"error":' + encode_go_string(error)
+        + b',"trace":' + encode_go_string(trace) + b"}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """Every column of ``river_job``; ``encoded_args`` are the stored JSON bytes."""
+
+    id: int
+    kind: str
+    encoded_args: bytes
+    state: JobState
+    queue: str = "default"
+    priority: int = 1
+    attempt: int = 0
+    max_attempts: int = 25
+    attempted_at: datetime | None = None
+    attempted_by: tuple[str, ...] = ()
+    created_at: datetime | None = None
+    finalized_at: datetime | None = None
+    scheduled_at: datetime | None = None
+    errors: tuple[AttemptError, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
+    unique_key: bytes | None = None
+    unique_states: int | None = None
+
+    @property
+    def args(self) -> Any:
+        return json.loads(self.encoded_args)
+
+    @property
+    def finalized(self) -> bool:
+        return self.state.finalized
