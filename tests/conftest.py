@@ -1,0 +1,88 @@
+"""Shared database fixtures: real Postgres and real SQLite, never mocks.
+
+Postgres comes from RIVER_TEST_DATABASE_URL (default: the local server's
+``test`` database). Each user of ``scratch_pg_url`` gets its own database,
+created from template0 and dropped afterwards, so tests can migrate freely.
+When the server is unreachable the Postgres tests skip, except under CI
+(``CI`` set), where they fail: CI must never pass without running them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def pg_base_url() -> str:
+    return os.environ.get("RIVER_TEST_DATABASE_URL", DEFAULT_PG_URL)
+
+
+def _with_dbname(url: str, dbname: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "/" + dbname, parts.query, parts.fragment))
+
+
+def _admin_connect():  # type: ignore[no-untyped-def]
+    import psycopg
+
+    try:
+        return psycopg.connect(pg_base_url(), autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Postgres unreachable in CI at {pg_base_url()}: {exc}")
+        pytest.skip(f"Postgres unreachable at {pg_base_url()}: {exc}")
+
+
+def create_scratch_pg_database() -> str:
+    """Create an empty database and return its URL (caller drops it with ``drop_scratch_pg_database``)."""
+    name = "river_t_" + uuid.uuid4().hex[:12]
+    with _admin_connect() as admin:
+        admin.execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    return _with_dbname(pg_base_url(), name)
+
+
+def drop_scratch_pg_database(url: str) -> None:
+    name = url.rsplit("/", 1)[1].split("?")[0]
+    with _admin_connect() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def scratch_pg_url() -> Iterator[str]:
+    """A fresh, empty Postgres database for one test."""
+    url = create_scratch_pg_database()
+    try:
+        yield url
+    finally:
+        drop_scratch_pg_database(url)
+
+
+@pytest.fixture(scope="module")
+def module_pg_url() -> Iterator[str]:
+    """A fresh, empty Postgres database shared by one test module."""
+    url = create_scratch_pg_database()
+    try:
+        yield url
+    finally:
+        drop_scratch_pg_database(url)
+
+
+@pytest.fixture
+def sqlite_path(tmp_path: Path) -> str:
+    """Path of a new (not yet created) SQLite file."""
+    return str(tmp_path / "river.sqlite3")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if any(name in getattr(item, "fixturenames", ()) for name in
+               ("scratch_pg_url", "module_pg_url", "migrated_pg_url", "pg_url")):
+            item.add_marker(pytest.mark.postgres)
