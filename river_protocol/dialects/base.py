@@ -8,8 +8,9 @@ own way of waiting; ``drive`` is the plain synchronous loop.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from river_protocol.errors import ValidationError
 from river_protocol.intents import CopyRows, Intent, Statement
@@ -20,18 +21,36 @@ Planner = Callable[[Any, Any], Plan[Any]]
 
 
 class Dialect:
-    """Base: subclasses fill ``planners`` with ``{IntentType: planner(dialect, intent)}``."""
+    """Base. A dialect's planners live in the modules named by ``planner_modules``; each
+    exposes ``PLANNERS: dict[type[Intent], planner(dialect, intent)]``. Keeping them in
+    separate modules lets job, queue, leader and migration statements grow independently."""
 
-    name: str = ""
-    paramstyle: str = ""
-    begin_sql: str = "BEGIN"
-    planners: dict[type[Intent], Planner] = {}
+    name: ClassVar[str] = ""
+    paramstyle: ClassVar[str] = ""
+    begin_sql: ClassVar[str] = "BEGIN"
+    planner_modules: ClassVar[tuple[str, ...]] = ()
+    _planners: ClassVar[dict[type[Intent], Planner] | None] = None
 
     def __init__(self, schema: str | None = None) -> None:
         self.schema = schema
 
+    @classmethod
+    def planners(cls) -> dict[type[Intent], Planner]:
+        if cls.__dict__.get("_planners") is None:
+            table: dict[type[Intent], Planner] = {}
+            for module_name in cls.planner_modules:
+                try:
+                    module = importlib.import_module(module_name)
+                except ModuleNotFoundError as exc:
+                    if exc.name != module_name:
+                        raise
+                    continue
+                table.update(module.PLANNERS)
+            cls._planners = table
+        return cls.__dict__["_planners"]  # type: ignore[no-any-return]
+
     def plan(self, intent: Intent) -> Plan[Any]:
-        planner = self.planners.get(type(intent))
+        planner = self.planners().get(type(intent))
         if planner is None:
             raise ValidationError(f"{self.name} dialect cannot render {type(intent).__name__}")
         return planner(self, intent)
