@@ -42,7 +42,7 @@ class Dialect:
                 try:
                     module = importlib.import_module(module_name)
                 except ModuleNotFoundError as exc:
-                    if exc.name != module_name:
+                    if exc.name is None or not module_name.startswith(exc.name):
                         raise
                     continue
                 table.update(module.PLANNERS)
