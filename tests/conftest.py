@@ -86,3 +86,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if any(name in getattr(item, "fixturenames", ()) for name in
                ("scratch_pg_url", "module_pg_url", "migrated_pg_url", "pg_url")):
             item.add_marker(pytest.mark.postgres)
+
+
+_skipped_postgres: list[str] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped and "postgres" in report.keywords:
+        _skipped_postgres.append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # CI must never go green with the Postgres half of the suite skipped.
+    if os.environ.get("CI") and _skipped_postgres:
+        print(f"\n{len(_skipped_postgres)} Postgres tests were skipped under CI:")
+        for nodeid in _skipped_postgres[:20]:
+            print("  ", nodeid)
+        session.exitstatus = 1

@@ -1,0 +1,43 @@
+"""Project sessions: tests, conformance, lint, typecheck, bench."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+PY = "3.11"
+
+
+@nox.session(python=PY)
+def tests(session: nox.Session) -> None:
+    """The whole test suite (unit, property, conformance, real Postgres and SQLite)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PY)
+def conformance(session: nox.Session) -> None:
+    """River's Go-generated fixtures, as a table per family."""
+    session.install("-e", ".")
+    session.run("python", "-m", "conformance", *session.posargs)
+
+
+@nox.session(python=PY)
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", "river_protocol", "river_sync", "river_trio", "conformance", "tests")
+
+
+@nox.session(python=PY)
+def typecheck(session: nox.Session) -> None:
+    session.install("-e", ".", "mypy")
+    session.run("mypy", "--strict", "river_protocol")
+
+
+@nox.session(python=PY)
+def bench(session: nox.Session) -> None:
+    """Speed figures (printed, never asserted)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "benchmarks", *session.posargs)
