@@ -1,0 +1,434 @@
+"""The producer of one queue in one client (PROTOCOL.md §6.2-§6.4, §12.3, §13.3).
+
+It decides *when* to claim and how many, never how to run a job: claimed rows
+come out as ``start_jobs`` and the driver reports each one back with
+``JobFinished``. All fetch triggers go through a leading-edge debouncer, and
+at most one claim is ever in flight.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from river_protocol.constants import (
+    FETCH_COOLDOWN_DEFAULT,
+    FETCH_COOLDOWN_MIN,
+    FETCH_POLL_INTERVAL_DEFAULT,
+    FETCH_POLL_INTERVAL_MIN,
+    FETCH_POLL_JITTER_MIN,
+    HOT_STATEMENT_TIMEOUT,
+    MAX_ATTEMPTED_BY,
+    QUEUE_MAX_WORKERS_MAX,
+    QUEUE_MAX_WORKERS_MIN,
+    QUEUE_SETTINGS_POLL_INTERVAL,
+    QUEUE_STATUS_REFRESH_INTERVAL,
+    START_STAGGER_MAX,
+)
+from river_protocol.errors import ProtocolError, ValidationError
+from river_protocol.intents import ClaimJobs, GetQueue, Intent, QueueRow, UpsertQueue
+from river_protocol.job import JobRow
+from river_protocol.machines.base import (
+    Event,
+    IntentFailed,
+    IntentSucceeded,
+    Machine,
+    Output,
+    Rng,
+    Stop,
+    Table,
+    Tick,
+    uniform,
+)
+from river_protocol.machines.notifications import (
+    ACTION_CANCEL,
+    ACTION_METADATA_CHANGED,
+    ACTION_PAUSE,
+    ACTION_RESUME,
+    ControlPayload,
+)
+
+
+class ProducerState(enum.Enum):
+    NEW = "new"
+    STARTING = "starting"  # initial queue upsert in flight
+    RUNNING = "running"
+    STOPPING = "stopping"  # no more fetches; waiting for running jobs
+    STOPPED = "stopped"
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Start(Event):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class InsertNotification(Event):
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class ControlMessage(Event):
+    payload: ControlPayload
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerFetch(Event):
+    """A local poke, e.g. after this client's own insert when no listener exists."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobFinished(Event):
+    job_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class SlotReleased(Event):
+    """A stuck-job handler gave up this running job's slot (the job keeps running)."""
+
+    job_id: int
+
+
+class QueueEventKind(enum.Enum):
+    PAUSED = "queue_paused"
+    RESUMED = "queue_resumed"
+    METADATA_CHANGED = "queue_metadata_changed"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEvent:
+    kind: QueueEventKind
+    queue: str
+    metadata: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerOutput(Output):
+    start_jobs: tuple[JobRow, ...] = ()
+    cancel_job_ids: tuple[int, ...] = ()
+    queue_events: tuple[QueueEvent, ...] = ()
+    start_error: BaseException | None = None
+    stopped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig:
+    queue: str
+    client_id: str
+    max_workers: int
+    fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT
+    fetch_poll_interval: timedelta = FETCH_POLL_INTERVAL_DEFAULT
+    poll_only: bool = False
+    queue_refresh_interval: timedelta = QUEUE_STATUS_REFRESH_INTERVAL
+    settings_poll_interval: timedelta = QUEUE_SETTINGS_POLL_INTERVAL
+
+    def __post_init__(self) -> None:
+        if not QUEUE_MAX_WORKERS_MIN <= self.max_workers <= QUEUE_MAX_WORKERS_MAX:
+            raise ValidationError(
+                f"max_workers must be between {QUEUE_MAX_WORKERS_MIN} and {QUEUE_MAX_WORKERS_MAX},"
+                f" got {self.max_workers}"
+            )
+        if self.fetch_cooldown < FETCH_COOLDOWN_MIN:
+            raise ValidationError(
+                f"fetch_cooldown must be at least {FETCH_COOLDOWN_MIN}, got {self.fetch_cooldown}"
+            )
+        if self.fetch_poll_interval < FETCH_POLL_INTERVAL_MIN:
+            raise ValidationError(
+                f"fetch_poll_interval must be at least {FETCH_POLL_INTERVAL_MIN},"
+                f" got {self.fetch_poll_interval}"
+            )
+        if self.fetch_poll_interval < self.fetch_cooldown:
+            raise ValidationError(
+                f"fetch_poll_interval ({self.fetch_poll_interval}) must not be shorter than"
+                f" fetch_cooldown ({self.fetch_cooldown})"
+            )
+
+
+_S = ProducerState
+_OK, _FAIL = IntentSucceeded, IntentFailed
+_LIVE = (_S.RUNNING, _S.STOPPING)
+
+
+def _metadata_equal(a: Any, b: Any) -> bool:
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+class Producer(Machine):
+    TABLE: ClassVar[Table] = {
+        (_S.NEW, Start): "_on_start",
+        (_S.STARTING, (_OK, UpsertQueue)): "_on_started",
+        (_S.STARTING, (_FAIL, UpsertQueue)): "_on_start_failed",
+        (_S.STARTING, Tick): "_ignore",
+        **{(s, Tick): "_on_tick" for s in (_S.RUNNING,)},
+        (_S.RUNNING, InsertNotification): "_on_insert_notification",
+        (_S.RUNNING, TriggerFetch): "_on_trigger",
+        (_S.RUNNING, ControlMessage): "_on_control",
+        (_S.RUNNING, (_OK, GetQueue)): "_on_settings",
+        (_S.RUNNING, Stop): "_on_stop",
+        **{(s, JobFinished): "_on_job_finished" for s in _LIVE},
+        **{(s, SlotReleased): "_on_slot_released" for s in _LIVE},
+        **{(s, (_OK, ClaimJobs)): "_on_claimed" for s in _LIVE},
+        **{(s, (_FAIL, ClaimJobs)): "_on_claim_failed" for s in _LIVE},
+        # Refresh/poll results are advisory; late ones after stop are dropped.
+        **{(s, (_OK, UpsertQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
+        **{(s, (_FAIL, UpsertQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
+        **{(s, (_OK, GetQueue)): "_ignore" for s in (_S.STOPPING, _S.STOPPED)},
+        **{(s, (_FAIL, GetQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
+        # Notifications keep arriving until the driver unsubscribes; Go drops them once stopping.
+        **{(s, e): "_ignore" for s in (_S.STOPPING, _S.STOPPED) for e in (
+            Tick, InsertNotification, TriggerFetch, ControlMessage)},
+        (_S.STOPPING, Stop): "_ignore",
+        (_S.STOPPED, Stop): "_ignore",
+        (_S.NEW, Stop): "_on_stop_unstarted",
+        (_S.STARTING, Stop): "_on_stop_unstarted",
+    }
+
+    def __init__(self, config: ProducerConfig, rng: Rng) -> None:
+        super().__init__()
+        self.config = config
+        self.state: ProducerState = _S.NEW
+        self._rng = rng
+        self.paused = False
+        self._metadata: Any = {}
+        self._polled_paused = False
+        self._polled_metadata: Any = {}
+        self._running: set[int] = set()
+        self._released: set[int] = set()
+        self._fetch_when_slots_free = False
+        self._cooldown_until: datetime | None = None
+        self._trigger_pending = False  # a trigger arrived during cooldown or an in-flight claim
+        self._claim_limit = 0
+        self._start_upsert: UpsertQueue | None = None
+        self._effects_start: list[JobRow] = []
+        self._effects_cancel: list[int] = []
+        self._effects_queue: list[QueueEvent] = []
+        self._effects_start_error: BaseException | None = None
+        self._effects_stopped = False
+
+    # ---------------------------------------------------------------- views
+
+    @property
+    def active_count(self) -> int:
+        return len(self._running) - len(self._released)
+
+    @property
+    def running_job_ids(self) -> frozenset[int]:
+        return frozenset(self._running)
+
+    @property
+    def claim_in_flight(self) -> ClaimJobs | None:
+        claim = self._flight_of(ClaimJobs)
+        return claim if isinstance(claim, ClaimJobs) else None
+
+    def _output(self, intents: tuple[Intent, ...], deadline: datetime | None) -> ProducerOutput:
+        out = ProducerOutput(
+            intents=intents,
+            next_deadline=deadline,
+            start_jobs=tuple(self._effects_start),
+            cancel_job_ids=tuple(self._effects_cancel),
+            queue_events=tuple(self._effects_queue),
+            start_error=self._effects_start_error,
+            stopped=self._effects_stopped,
+        )
+        self._effects_start, self._effects_cancel, self._effects_queue = [], [], []
+        self._effects_start_error, self._effects_stopped = None, False
+        return out
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _on_start(self, event: Start, now: datetime) -> None:
+        self.state = _S.STARTING
+        self._emit(UpsertQueue(name=self.config.queue), HOT_STATEMENT_TIMEOUT)
+
+    def _on_started(self, event: IntentSucceeded, now: datetime) -> None:
+        row = event.result
+        if row is not None and not isinstance(row, QueueRow):
+            raise ProtocolError(f"UpsertQueue result must be a QueueRow or None, got {type(row).__name__}")
+        self.paused = self._polled_paused = row is not None and row.paused_at is not None
+        self._metadata = self._polled_metadata = row.metadata if row is not None else {}
+        self.state = _S.RUNNING
+        self._timers["poll"] = now + self._poll_wait()
+        self._timers["refresh"] = now + uniform(self._rng, timedelta(0), START_STAGGER_MAX)
+        if self.config.poll_only:
+            self._timers["settings"] = now + self.config.settings_poll_interval
+        self._trigger(now)
+
+    def _on_start_failed(self, event: IntentFailed, now: datetime) -> None:
+        self.state = _S.STOPPED
+        self._effects_start_error = event.error
+        self._effects_stopped = True
+
+    def _on_stop_unstarted(self, event: Stop, now: datetime) -> None:
+        # A start upsert still in flight is answered later and dropped by the STOPPED row.
+        self.state = _S.STOPPED
+        self._effects_stopped = True
+
+    def _on_stop(self, event: Stop, now: datetime) -> None:
+        self.state = _S.STOPPING
+        self._timers.clear()
+        self._trigger_pending = False
+        self._maybe_finish()
+
+    def _maybe_finish(self) -> None:
+        if self.state is _S.STOPPING and not self._running and self.claim_in_flight is None:
+            self.state = _S.STOPPED
+            self._effects_stopped = True
+
+    # ---------------------------------------------------------------- timers
+
+    def _poll_wait(self) -> timedelta:
+        interval = self.config.fetch_poll_interval
+        return uniform(self._rng, interval, interval + max(interval / 10, FETCH_POLL_JITTER_MIN))
+
+    def _on_tick(self, event: Tick, now: datetime) -> None:
+        if self._due("cooldown", now) and self._trigger_pending and self.claim_in_flight is None:
+            self._trigger_pending = False
+            self._fire(now)
+        if self._due("poll", now):
+            self._timers["poll"] = now + self._poll_wait()
+            self._trigger(now)
+        if self._due("refresh", now):
+            self._timers["refresh"] = now + self.config.queue_refresh_interval
+            if self._flight_of(UpsertQueue) is None:
+                self._emit(UpsertQueue(name=self.config.queue), HOT_STATEMENT_TIMEOUT)
+        if self._due("settings", now):
+            self._timers["settings"] = now + self.config.settings_poll_interval
+            if self._flight_of(GetQueue) is None:
+                self._emit(GetQueue(name=self.config.queue), HOT_STATEMENT_TIMEOUT)
+
+    # ---------------------------------------------------------------- fetching
+
+    def _trigger(self, now: datetime) -> None:
+        """Leading-edge debounce: fire now unless cooling down or a claim is in flight."""
+        cooling = self._cooldown_until is not None and now < self._cooldown_until
+        if cooling or self.claim_in_flight is not None:
+            self._trigger_pending = True
+            if cooling and self._cooldown_until is not None:
+                self._timers["cooldown"] = self._cooldown_until
+            return
+        self._fire(now)
+
+    def _fire(self, now: datetime) -> None:
+        self._cooldown_until = now + self.config.fetch_cooldown
+        self._timers.pop("cooldown", None)
+        if self.paused:
+            return
+        limit = self.config.max_workers - self.active_count
+        if limit <= 0:
+            self._fetch_when_slots_free = True
+            return
+        self._claim_limit = limit
+        self._emit(
+            ClaimJobs(
+                queue=self.config.queue,
+                limit=limit,
+                client_id=self.config.client_id,
+                max_attempted_by=MAX_ATTEMPTED_BY,
+            ),
+            HOT_STATEMENT_TIMEOUT,
+        )
+
+    def _on_insert_notification(self, event: InsertNotification, now: datetime) -> None:
+        if event.queue == self.config.queue:
+            self._trigger(now)
+
+    def _on_trigger(self, event: TriggerFetch, now: datetime) -> None:
+        self._trigger(now)
+
+    def _on_claimed(self, event: IntentSucceeded, now: datetime) -> None:
+        rows = tuple(event.result or ())
+        if len(rows) > self._claim_limit:
+            raise ProtocolError(f"claim returned {len(rows)} rows for a limit of {self._claim_limit}")
+        for row in rows:
+            if not isinstance(row, JobRow):
+                raise ProtocolError(f"ClaimJobs result must hold JobRow values, got {type(row).__name__}")
+            if row.id in self._running:
+                raise ProtocolError(f"claim returned job {row.id}, which is already running here")
+            self._running.add(row.id)
+        # Go starts every claimed row, even when stopping: they are locked as running already.
+        self._effects_start.extend(rows)
+        if rows and len(rows) == self._claim_limit:
+            self._fetch_when_slots_free = True
+        self._after_claim(now)
+
+    def _on_claim_failed(self, event: IntentFailed, now: datetime) -> None:
+        self._after_claim(now)
+
+    def _after_claim(self, now: datetime) -> None:
+        if self.state is _S.STOPPING:
+            self._maybe_finish()
+            return
+        if self._trigger_pending:
+            self._trigger_pending = False
+            self._trigger(now)
+
+    def _on_job_finished(self, event: JobFinished, now: datetime) -> None:
+        if event.job_id not in self._running:
+            raise ProtocolError(f"job {event.job_id} finished but is not running in this producer")
+        self._running.discard(event.job_id)
+        self._released.discard(event.job_id)
+        if self.state is _S.STOPPING:
+            self._maybe_finish()
+            return
+        if self._fetch_when_slots_free:
+            self._fetch_when_slots_free = False
+            self._trigger(now)
+
+    def _on_slot_released(self, event: SlotReleased, now: datetime) -> None:
+        if event.job_id not in self._running:
+            raise ProtocolError(f"job {event.job_id} released a slot but is not running in this producer")
+        if event.job_id in self._released:
+            return
+        self._released.add(event.job_id)
+        if self.state is _S.RUNNING:
+            self._trigger(now)
+
+    # ---------------------------------------------------------------- control
+
+    def _on_control(self, event: ControlMessage, now: datetime) -> None:
+        msg = event.payload
+        if not msg.applies_to(self.config.queue):
+            return
+        if msg.action == ACTION_CANCEL:
+            if msg.job_id in self._running:
+                self._effects_cancel.append(msg.job_id)
+        elif msg.action == ACTION_PAUSE:
+            self._set_paused(True, now)
+        elif msg.action == ACTION_RESUME:
+            self._set_paused(False, now)
+        elif msg.action == ACTION_METADATA_CHANGED:
+            self._queue_event(QueueEventKind.METADATA_CHANGED, msg.metadata)
+
+    def _set_paused(self, paused: bool, now: datetime) -> None:
+        if self.paused == paused:
+            return
+        self.paused = paused
+        kind = QueueEventKind.PAUSED if paused else QueueEventKind.RESUMED
+        self._queue_event(kind)
+        if not paused:
+            # Jobs may have piled up behind the pause.
+            self._trigger(now)
+
+    def _queue_event(self, kind: QueueEventKind, metadata: bytes | None = None) -> None:
+        self._effects_queue.append(QueueEvent(kind, self.config.queue, metadata))
+
+    def _on_settings(self, event: IntentSucceeded, now: datetime) -> None:
+        row = event.result
+        if row is None:
+            return
+        if not isinstance(row, QueueRow):
+            raise ProtocolError(f"GetQueue result must be a QueueRow or None, got {type(row).__name__}")
+        paused = row.paused_at is not None
+        if paused != self._polled_paused:
+            self._polled_paused = paused
+            self._set_paused(paused, now)
+        if not _metadata_equal(row.metadata, self._polled_metadata):
+            self._polled_metadata = row.metadata
+            encoded = json.dumps(row.metadata, separators=(",", ":"), ensure_ascii=False).encode()
+            self._queue_event(QueueEventKind.METADATA_CHANGED, encoded)

@@ -1,0 +1,364 @@
+"""Producer machine: debounced claims, capacity, pause/resume, cancel, stop."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from river_protocol.errors import ProtocolError, ValidationError
+from river_protocol.intents import ClaimJobs, GetQueue, QueueRow, UpsertQueue
+from river_protocol.job import JobRow
+from river_protocol.machines.base import IntentFailed, IntentSucceeded, Stop, Tick
+from river_protocol.machines.notifications import ControlPayload
+from river_protocol.machines.producer import (
+    ControlMessage,
+    InsertNotification,
+    JobFinished,
+    Producer,
+    ProducerConfig,
+    ProducerOutput,
+    ProducerState,
+    QueueEventKind,
+    SlotReleased,
+    Start,
+    TriggerFetch,
+)
+from river_protocol.states import JobState
+
+T0 = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+class FixedRng:
+    def __init__(self, value: float = 0.0) -> None:
+        self.value = value
+
+    def random(self) -> float:
+        return self.value
+
+
+def row(name: str = "q", paused: bool = False, metadata: dict[str, object] | None = None) -> QueueRow:
+    return QueueRow(name=name, created_at=T0, metadata=metadata or {}, paused_at=T0 if paused else None,
+                    updated_at=T0)
+
+
+def jobs(*ids: int) -> list[JobRow]:
+    return [JobRow(id=i, kind="k", encoded_args=b"{}", state=JobState.RUNNING, queue="q") for i in ids]
+
+
+def started(max_workers: int = 3, paused: bool = False, poll_only: bool = False,
+            metadata: dict[str, object] | None = None) -> tuple[Producer, ProducerOutput]:
+    p = Producer(ProducerConfig(queue="q", client_id="c1", max_workers=max_workers, poll_only=poll_only),
+                 FixedRng())
+    out = p.handle(Start(), at(0))
+    (upsert,) = out.intents
+    assert upsert == UpsertQueue(name="q")
+    assert p.state is ProducerState.STARTING
+    out = p.handle(IntentSucceeded(upsert, row(paused=paused, metadata=metadata)), at(0))
+    assert p.state is ProducerState.RUNNING
+    return p, out
+
+
+def claim_of(out: ProducerOutput) -> ClaimJobs:
+    claims = [i for i in out.intents if isinstance(i, ClaimJobs)]
+    assert len(claims) == 1, out.intents
+    return claims[0]
+
+
+def no_claim(out: ProducerOutput) -> None:
+    assert not [i for i in out.intents if isinstance(i, ClaimJobs)], out.intents
+
+
+def test_start_claims_immediately_with_full_capacity() -> None:
+    p, out = started(max_workers=3)
+    claim = claim_of(out)
+    assert claim == ClaimJobs(queue="q", limit=3, client_id="c1", max_attempted_by=100)
+    assert p.timeout_for(claim) == timedelta(seconds=10)
+    # Poll timer at 1 s (rng 0 = no jitter), refresh stagger at 0 s.
+    assert out.next_deadline == at(0)
+
+
+def test_claim_result_starts_jobs_and_counts_capacity() -> None:
+    p, out = started(max_workers=3)
+    out = p.handle(IntentSucceeded(claim_of(out), jobs(1, 2)), at(0.01))
+    assert [j.id for j in out.start_jobs] == [1, 2]
+    assert p.active_count == 2
+    out = p.handle(InsertNotification("q"), at(0.2))
+    assert claim_of(out).limit == 1
+
+
+def test_insert_notification_during_cooldown_fires_once_at_cooldown_end() -> None:
+    p, out = started()
+    p.handle(IntentSucceeded(claim_of(out), []), at(0.01))
+    p.handle(Tick(), at(0.01))  # the queue refresh stagger (rng 0) is due at once
+    no_claim(p.handle(InsertNotification("q"), at(0.02)))
+    out = p.handle(InsertNotification("q"), at(0.05))
+    no_claim(out)
+    assert out.next_deadline == at(0.1)
+    out = p.handle(Tick(), at(0.1))
+    claim_of(out)
+
+
+def test_other_queue_notification_is_ignored() -> None:
+    p, out = started()
+    p.handle(IntentSucceeded(claim_of(out), []), at(0.01))
+    out = p.handle(InsertNotification("other"), at(0.5))
+    no_claim(out)
+
+
+def test_trigger_while_claim_in_flight_waits_for_result() -> None:
+    p, out = started()
+    claim = claim_of(out)
+    no_claim(p.handle(InsertNotification("q"), at(0.5)))
+    out = p.handle(IntentSucceeded(claim, []), at(0.6))
+    claim_of(out)
+
+
+def test_poll_timer_triggers_fetch_with_jitter() -> None:
+    p = Producer(ProducerConfig(queue="q", client_id="c", max_workers=1), FixedRng(0.5))
+    (upsert,) = p.handle(Start(), at(0)).intents
+    out = p.handle(IntentSucceeded(upsert, row()), at(0))
+    out = p.handle(IntentSucceeded(claim_of(out), []), at(0))
+    # 1 s + 0.5 * max(100 ms, 10 ms) = 1.05 s; refresh at 0.5 s comes first.
+    assert out.next_deadline == at(0.5)
+    out = p.handle(Tick(), at(0.5))
+    assert out.intents == (UpsertQueue(name="q"),)
+    assert out.next_deadline == at(1.05)
+    claim_of(p.handle(Tick(), at(1.05)))
+
+
+def test_full_capacity_sets_flag_and_job_finish_fetches() -> None:
+    p, out = started(max_workers=2)
+    out = p.handle(IntentSucceeded(claim_of(out), jobs(1, 2)), at(0))
+    no_claim(p.handle(InsertNotification("q"), at(0.5)))
+    out = p.handle(JobFinished(1), at(0.7))
+    assert claim_of(out).limit == 1
+
+
+def test_paused_producer_never_claims_and_resume_fetches() -> None:
+    p, out = started(paused=True)
+    no_claim(out)
+    no_claim(p.handle(InsertNotification("q"), at(1)))
+    out = p.handle(ControlMessage(ControlPayload("resume", "*")), at(2))
+    assert [e.kind for e in out.queue_events] == [QueueEventKind.RESUMED]
+    claim_of(out)
+    out = p.handle(ControlMessage(ControlPayload("pause", "q")), at(2.5))
+    assert [e.kind for e in out.queue_events] == [QueueEventKind.PAUSED]
+    out = p.handle(ControlMessage(ControlPayload("pause", "q")), at(2.6))
+    assert out.queue_events == ()
+
+
+def test_cancel_control_only_for_local_running_jobs() -> None:
+    p, out = started()
+    p.handle(IntentSucceeded(claim_of(out), jobs(7)), at(0))
+    assert p.handle(ControlMessage(ControlPayload("cancel", "q", job_id=7)), at(1)).cancel_job_ids == (7,)
+    assert p.handle(ControlMessage(ControlPayload("cancel", "q", job_id=8)), at(1)).cancel_job_ids == ()
+    assert p.handle(ControlMessage(ControlPayload("cancel", "*", job_id=7)), at(1)).cancel_job_ids == ()
+    assert p.handle(ControlMessage(ControlPayload("cancel", "r", job_id=7)), at(1)).cancel_job_ids == ()
+
+
+def test_metadata_changed_is_forwarded() -> None:
+    p, _ = started()
+    out = p.handle(ControlMessage(ControlPayload("metadata_changed", "q", metadata=b'{"a":1}')), at(1))
+    assert out.queue_events[0].kind is QueueEventKind.METADATA_CHANGED
+    assert out.queue_events[0].metadata == b'{"a":1}'
+
+
+def test_poll_only_settings_poll_synthesises_pause_and_metadata() -> None:
+    p, out = started(poll_only=True, metadata={"x": 1})
+    p.handle(IntentSucceeded(claim_of(out), []), at(0))
+    p.handle(Tick(), at(0))  # refresh upsert
+    out = p.handle(Tick(), at(2))
+    (get,) = [i for i in out.intents if isinstance(i, GetQueue)]
+    p.handle(IntentSucceeded(claim_of(out), []), at(2))  # the poll timer fetched too
+    out = p.handle(IntentSucceeded(get, row(paused=True, metadata={"x": 1})), at(2.01))
+    assert [e.kind for e in out.queue_events] == [QueueEventKind.PAUSED]
+    assert p.paused
+    out = p.handle(Tick(), at(4))
+    (get,) = [i for i in out.intents if isinstance(i, GetQueue)]
+    no_claim(out)  # paused: the poll fire does nothing
+    out = p.handle(IntentSucceeded(get, row(paused=False, metadata={"x": 2})), at(4.01))
+    assert [e.kind for e in out.queue_events] == [QueueEventKind.RESUMED, QueueEventKind.METADATA_CHANGED]
+    assert out.queue_events[1].metadata == b'{"x":2}'
+    claim_of(p.handle(Tick(), at(4.1)))  # the resume fetch waits out the 4 s fire's cooldown
+
+
+def test_refresh_upsert_every_ten_minutes() -> None:
+    p, out = started()
+    p.handle(IntentSucceeded(claim_of(out), []), at(0))
+    out = p.handle(Tick(), at(0))
+    (upsert,) = out.intents
+    p.handle(IntentSucceeded(upsert, row()), at(0.1))
+    out = p.handle(Tick(), at(600))
+    assert UpsertQueue(name="q") in out.intents
+
+
+def test_stop_waits_for_claim_and_jobs() -> None:
+    p, out = started()
+    claim = claim_of(out)
+    out = p.handle(Stop(), at(1))
+    assert p.state is ProducerState.STOPPING and not out.stopped
+    assert out.next_deadline is None
+    out = p.handle(IntentSucceeded(claim, jobs(1)), at(1.1))
+    assert [j.id for j in out.start_jobs] == [1]
+    no_claim(p.handle(InsertNotification("q"), at(1.2)))
+    out = p.handle(JobFinished(1), at(2))
+    assert out.stopped and p.state is ProducerState.STOPPED
+
+
+def test_start_failure_reports_error() -> None:
+    p = Producer(ProducerConfig(queue="q", client_id="c", max_workers=1), FixedRng())
+    (upsert,) = p.handle(Start(), at(0)).intents
+    err = RuntimeError("down")
+    out = p.handle(IntentFailed(upsert, err), at(0))
+    assert out.start_error is err and out.stopped
+
+
+def test_claim_failure_allows_next_trigger() -> None:
+    p, out = started()
+    p.handle(IntentFailed(claim_of(out), RuntimeError("x")), at(0.01))
+    claim_of(p.handle(TriggerFetch(), at(0.2)))
+
+
+def test_slot_released_frees_capacity() -> None:
+    p, out = started(max_workers=1)
+    p.handle(IntentSucceeded(claim_of(out), jobs(1)), at(0))
+    out = p.handle(SlotReleased(1), at(0.5))
+    assert claim_of(out).limit == 1
+    assert p.running_job_ids == {1}
+
+
+@pytest.mark.parametrize(
+    ("state_setup", "event"),
+    [
+        ("new", Tick()),
+        ("new", JobFinished(1)),
+        ("running", Start()),
+        ("running", JobFinished(99)),
+        ("running", SlotReleased(99)),
+        ("stopped", Start()),
+        ("stopped", JobFinished(1)),
+    ],
+)
+def test_illegal_events_raise(state_setup: str, event: object) -> None:
+    if state_setup == "new":
+        p = Producer(ProducerConfig(queue="q", client_id="c", max_workers=1), FixedRng())
+    else:
+        p, out = started()
+        if state_setup == "stopped":
+            p.handle(Stop(), at(1))
+            p.handle(IntentSucceeded(claim_of(out), []), at(1))
+            assert p.state is ProducerState.STOPPED
+    with pytest.raises(ProtocolError):
+        p.handle(event, at(5))  # type: ignore[arg-type]
+
+
+def test_result_for_unknown_intent_raises() -> None:
+    p, _ = started()
+    with pytest.raises(ProtocolError):
+        p.handle(IntentSucceeded(ClaimJobs(queue="q", limit=1, client_id="c"), []), at(1))
+
+
+def test_claim_returning_more_than_limit_raises() -> None:
+    p, out = started(max_workers=1)
+    with pytest.raises(ProtocolError):
+        p.handle(IntentSucceeded(claim_of(out), jobs(1, 2)), at(0))
+
+
+def test_naive_now_is_rejected() -> None:
+    p = Producer(ProducerConfig(queue="q", client_id="c", max_workers=1), FixedRng())
+    with pytest.raises(ValidationError):
+        p.handle(Start(), datetime(2025, 1, 1))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_workers": 0},
+        {"max_workers": 10_001},
+        {"max_workers": 1, "fetch_cooldown": timedelta(0)},
+        {"max_workers": 1, "fetch_poll_interval": timedelta(milliseconds=50)},
+    ],
+)
+def test_config_validation(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        ProducerConfig(queue="q", client_id="c", **kwargs)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- property test
+
+_event_kinds = st.sampled_from(
+    ["tick", "insert", "insert_other", "finish", "release", "claim_ok", "claim_fail", "pause", "resume",
+     "trigger", "cancel", "advance"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_event_kinds, st.integers(0, 10), st.floats(0, 2)), max_size=80),
+       st.integers(1, 5), st.randoms(use_true_random=False), st.booleans())
+def test_random_sequences_keep_invariants(
+    steps: list[tuple[str, int, float]], max_workers: int, rng: random.Random, stop_midway: bool
+) -> None:
+    p = Producer(ProducerConfig(queue="q", client_id="c", max_workers=max_workers), rng)
+    (upsert,) = p.handle(Start(), at(0)).intents
+    now = at(0)
+    out = p.handle(IntentSucceeded(upsert, row()), now)
+    pending: list[object] = list(out.intents)
+    next_id = 1
+    stop_at = len(steps) // 2 if stop_midway else -1
+    for index, (kind, n, dt) in enumerate(steps):
+        if index == stop_at and p.state is ProducerState.RUNNING:
+            out = p.handle(Stop(), now)
+            pending.extend(out.intents)
+            continue
+        now += timedelta(seconds=dt) if kind == "advance" else timedelta(milliseconds=n)
+        claim = p.claim_in_flight
+        running = sorted(p.running_job_ids)
+        if kind == "claim_ok" and claim is not None:
+            count = min(n, claim.limit)
+            rows = jobs(*range(next_id, next_id + count))
+            next_id += count
+            out = p.handle(IntentSucceeded(claim, rows), now)
+            pending.remove(claim)
+        elif kind == "claim_fail" and claim is not None:
+            out = p.handle(IntentFailed(claim, RuntimeError("x")), now)
+            pending.remove(claim)
+        elif kind == "finish" and running:
+            out = p.handle(JobFinished(running[n % len(running)]), now)
+        elif kind == "release" and running:
+            out = p.handle(SlotReleased(running[n % len(running)]), now)
+        elif p.state in (ProducerState.RUNNING, ProducerState.STOPPING):
+            event = {
+                "insert": InsertNotification("q"), "insert_other": InsertNotification("x"),
+                "pause": ControlMessage(ControlPayload("pause", "*")),
+                "resume": ControlMessage(ControlPayload("resume", "q")),
+                "trigger": TriggerFetch(),
+                "cancel": ControlMessage(ControlPayload("cancel", "q", job_id=n)),
+            }.get(kind, Tick())
+            was_paused = p.paused
+            out = p.handle(event, now)
+            new_claims = [i for i in out.intents if isinstance(i, ClaimJobs)]
+            if new_claims:
+                assert not p.paused or (was_paused and not p.paused)
+        else:
+            continue
+        new_claims = [i for i in out.intents if isinstance(i, ClaimJobs)]
+        # Never more than one claim in flight, never while paused or stopping, never beyond capacity.
+        assert len([i for i in p.in_flight if isinstance(i, ClaimJobs)]) <= 1
+        for c in new_claims:
+            assert not p.paused
+            assert p.state is ProducerState.RUNNING
+            assert 1 <= c.limit <= max_workers - p.active_count
+        assert p.active_count <= max_workers
+        assert set(out.cancel_job_ids) <= p.running_job_ids
+        pending.extend(i for i in out.intents if not isinstance(i, ClaimJobs))
+        pending.extend(new_claims)
+        if out.next_deadline is not None:
+            assert out.next_deadline >= now - timedelta(seconds=1) or p.state is not ProducerState.RUNNING
