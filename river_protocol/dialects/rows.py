@@ -1,0 +1,245 @@
+"""Result rows -> values, and the parameter binder both dialects build SQL with.
+
+Every statement selects job, queue and leader columns through the column
+lists below, in one fixed order, so one parser per dialect reads them all.
+Postgres hands back typed values (JSON is selected as text so the stored
+bytes survive); SQLite hands back text everywhere, and some of it was written
+by Go in forms our own writers never produce (``time.String()`` timestamps,
+nine fractional digits in error times), so its parser is lenient.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from river_protocol.errors import ValidationError
+from river_protocol.gotime import format_sqlite_time, parse_time
+from river_protocol.intents import LeaderRow, NotificationRow, QueueRow
+from river_protocol.job import AttemptError, JobRow
+from river_protocol.states import JobState
+
+# ---------------------------------------------------------------- binder
+
+
+class Binder:
+    """Collects parameters in the order their placeholders are written.
+
+    SQL is assembled with f-strings calling ``p(value)``; Python evaluates the
+    pieces left to right, so the placeholder order always matches ``params``.
+    """
+
+    def __init__(self, placeholder: str) -> None:
+        self.placeholder = placeholder
+        self.params: list[Any] = []
+
+    def p(self, value: Any) -> str:
+        self.params.append(value)
+        return self.placeholder
+
+
+# Written timestamps must keep SQLite's canonical text shape so that the
+# lexicographic comparisons River relies on stay correct: datetime() with
+# 'subsec' always prints three fractional digits, which this trims the way
+# Go's parameter formatter does.
+SQLITE_DB_NOW = "rtrim(rtrim(datetime('now', 'subsec'), '0'), '.')"
+
+
+def sqlite_canonical(expr: str) -> str:
+    """Wrap a ``datetime(..., 'subsec', ...)`` expression so its text is canonical."""
+    return f"rtrim(rtrim({expr}, '0'), '.')"
+
+
+def sqlite_now(b: Binder, now: datetime | None) -> str:
+    return SQLITE_DB_NOW if now is None else b.p(format_sqlite_time(now))
+
+
+# ---------------------------------------------------------------- column lists
+
+_JOB_FIELDS = (
+    "id", "kind", "args", "state", "queue", "priority", "attempt", "max_attempts",
+    "attempted_at", "attempted_by", "created_at", "finalized_at", "scheduled_at",
+    "errors", "metadata", "tags", "unique_key", "unique_states",
+)
+
+_PG_CASTS = {
+    "args": "{}::text",
+    "state": "{}::text",
+    "errors": "{}::text[]",
+    "metadata": "{}::text",
+    "tags": "{}::text[]",
+    "unique_states": "{}::int",
+}
+
+_SQLITE_CASTS = {
+    "args": "json({})",
+    "attempted_by": "json({})",
+    "errors": "json({})",
+    "metadata": "json({})",
+    "tags": "json({})",
+}
+
+
+def _columns(casts: dict[str, str], alias: str) -> str:
+    qualifier = f"{alias}." if alias else ""
+    return ", ".join(casts.get(f, "{}").format(qualifier + f) for f in _JOB_FIELDS)
+
+
+def pg_job_columns(alias: str = "") -> str:
+    return _columns(_PG_CASTS, alias)
+
+
+def sqlite_job_columns(alias: str = "") -> str:
+    return _columns(_SQLITE_CASTS, alias)
+
+
+JOB_COLUMN_COUNT = len(_JOB_FIELDS)
+PG_QUEUE_COLUMNS = "name, created_at, metadata::text, paused_at, updated_at"
+SQLITE_QUEUE_COLUMNS = "name, created_at, json(metadata), paused_at, updated_at"
+LEADER_COLUMNS = "leader_id, elected_at, expires_at"
+NOTIFICATION_COLUMNS = "id, topic, payload, created_at"
+
+# ---------------------------------------------------------------- scalar readers
+
+
+def _utc(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+    if isinstance(value, bytes):
+        value = value.decode()
+    if isinstance(value, str):
+        return parse_time(value)
+    if isinstance(value, int | float):
+        # Some SQLite writers store unix seconds; accept them rather than fail the row.
+        return datetime.fromtimestamp(value, UTC)
+    raise ValidationError(f"cannot read {value!r} as a time")
+
+
+def _utc_or_none(value: Any) -> datetime | None:
+    return None if value is None else _utc(value)
+
+
+def _json_text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode()
+    if isinstance(value, str):
+        return value
+    raise ValidationError(f"expected JSON text, got {value!r}")
+
+
+def _json_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    return _json_text(value).encode()
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    loaded = json.loads(_json_text(value))
+    if not isinstance(loaded, dict):
+        raise ValidationError(f"metadata must be a JSON object, found {loaded!r}")
+    return loaded
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, list | tuple):
+        return tuple(str(v) for v in value)
+    loaded = json.loads(_json_text(value))
+    if loaded is None:
+        return ()
+    if not isinstance(loaded, list):
+        raise ValidationError(f"expected a JSON array of strings, found {loaded!r}")
+    return tuple(str(v) for v in loaded)
+
+
+def _errors(elements: Sequence[Any]) -> tuple[AttemptError, ...]:
+    out = []
+    for element in elements:
+        value = json.loads(_json_text(element)) if not isinstance(element, dict) else element
+        out.append(AttemptError.from_json(value))
+    return tuple(out)
+
+
+def _unique_key(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    key = bytes(value) if not isinstance(value, str) else bytes.fromhex(value)
+    return key or None
+
+
+def _unique_states(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        # A bit(8) string read without the integer cast.
+        return int(value, 2) or None
+    return int(value) or None
+
+
+# ---------------------------------------------------------------- rows
+
+
+def job_row_from_pg(row: Sequence[Any]) -> JobRow:
+    """A row selected with ``pg_job_columns()``."""
+    errors = row[13]
+    return _job_row(row, errors=_errors(errors) if errors is not None else ())
+
+
+def job_row_from_sqlite(row: Sequence[Any]) -> JobRow:
+    """A row selected with ``sqlite_job_columns()`` (errors arrive as one JSON array)."""
+    raw = row[13]
+    elements: list[Any] = json.loads(_json_text(raw)) if raw is not None else []
+    return _job_row(row, errors=_errors(elements or []))
+
+
+def _job_row(row: Sequence[Any], *, errors: tuple[AttemptError, ...]) -> JobRow:
+    if len(row) < JOB_COLUMN_COUNT:
+        raise ValidationError(f"job row has {len(row)} columns, expected {JOB_COLUMN_COUNT}")
+    return JobRow(
+        id=int(row[0]),
+        kind=str(row[1]),
+        encoded_args=_json_bytes(row[2]),
+        state=JobState.parse(str(row[3])),
+        queue=str(row[4]),
+        priority=int(row[5]),
+        attempt=int(row[6]),
+        max_attempts=int(row[7]),
+        attempted_at=_utc_or_none(row[8]),
+        attempted_by=_strings(row[9]),
+        created_at=_utc_or_none(row[10]),
+        finalized_at=_utc_or_none(row[11]),
+        scheduled_at=_utc_or_none(row[12]),
+        errors=errors,
+        metadata=_json_object(row[14]),
+        tags=_strings(row[15]),
+        unique_key=_unique_key(row[16]),
+        unique_states=_unique_states(row[17]),
+    )
+
+
+def queue_row(row: Sequence[Any]) -> QueueRow:
+    """A row selected with ``PG_QUEUE_COLUMNS`` or ``SQLITE_QUEUE_COLUMNS``."""
+    return QueueRow(
+        name=str(row[0]),
+        created_at=_utc(row[1]),
+        metadata=_json_object(row[2]),
+        paused_at=_utc_or_none(row[3]),
+        updated_at=_utc(row[4]),
+    )
+
+
+def leader_row(row: Sequence[Any]) -> LeaderRow:
+    return LeaderRow(leader_id=str(row[0]), elected_at=_utc(row[1]), expires_at=_utc(row[2]))
+
+
+def notification_row(row: Sequence[Any]) -> NotificationRow:
+    return NotificationRow(
+        id=int(row[0]), topic=str(row[1]), payload=str(row[2]), created_at=_utc(row[3])
+    )
