@@ -1,0 +1,299 @@
+"""The batch completer (PROTOCOL.md §8.2): set-state requests in, batched statements out.
+
+Requests are keyed by job id (a newer request replaces a pending older one).
+One statement is in flight at a time; a failed sub-batch is retried with
+back-off and, after the last attempt, put back behind any newer requests, so
+an update is never lost silently: each one ends as a completion, a missing row
+(job deleted meanwhile), or an explicit ``dropped`` entry.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from river_protocol.constants import (
+    COMPLETER_BACKLOG_SIGNAL,
+    COMPLETER_BACKPRESSURE_HIGH,
+    COMPLETER_BACKPRESSURE_LOW,
+    COMPLETER_FLUSH_EVERY_NTH_TICK,
+    COMPLETER_FLUSH_THRESHOLD,
+    COMPLETER_MAX_ATTEMPTS,
+    COMPLETER_SUB_BATCH_MAX,
+    COMPLETER_TICK,
+    HOT_STATEMENT_TIMEOUT,
+)
+from river_protocol.errors import ProtocolError
+from river_protocol.intents import Intent, SetStateIfRunning, SetStateUpdate
+from river_protocol.job import JobRow
+from river_protocol.machines.base import (
+    Event,
+    IntentFailed,
+    IntentSucceeded,
+    Machine,
+    Output,
+    Rng,
+    Stop,
+    Table,
+    Tick,
+    exponential_backoff,
+)
+
+
+class CompleterState(enum.Enum):
+    RUNNING = "running"
+    STOPPING = "stopping"  # final flush under way; no new submissions
+    STOPPED = "stopped"
+
+
+class CompletionReason(enum.Enum):
+    """Why the executor asked for the state change; names the job event (Go's JobSetStateReason)."""
+
+    CANCELLED = "job_cancelled"
+    COMPLETED = "job_completed"
+    FAILED = "job_failed"
+    INTERRUPTED = "job_interrupted"
+    SNOOZED = "job_snoozed"
+
+
+@dataclass(frozen=True, slots=True)
+class Submit(Event):
+    update: SetStateUpdate
+    reason: CompletionReason
+    context: Any = None  # opaque to the machine (stats, a waiter...), handed back with the outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    job: JobRow
+    reason: CompletionReason
+    context: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    update: SetStateUpdate
+    reason: CompletionReason
+    error: BaseException
+    context: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompleterOutput(Output):
+    completions: tuple[Completion, ...] = ()
+    missing: tuple[Submit, ...] = ()  # persisted nowhere: the job row no longer exists
+    dropped: tuple[Dropped, ...] = ()
+    accepting: bool = True  # False = back-pressure: the driver should hold submissions
+    stopped: bool = False
+
+
+_S = CompleterState
+_OK, _FAIL = IntentSucceeded, IntentFailed
+_STMT = SetStateIfRunning
+
+
+@dataclass(slots=True)
+class _Batch:
+    requests: dict[int, Submit]
+    attempt: int = 1
+
+
+class Completer(Machine):
+    TABLE: ClassVar[Table] = {
+        (_S.RUNNING, Submit): "_on_submit",
+        (_S.RUNNING, Tick): "_on_tick",
+        (_S.STOPPING, Tick): "_on_tick",
+        (_S.STOPPED, Tick): "_ignore",
+        (_S.RUNNING, Stop): "_on_stop",
+        (_S.STOPPING, Stop): "_ignore",
+        (_S.STOPPED, Stop): "_ignore",
+        **{(s, (_OK, _STMT)): "_on_done" for s in (_S.RUNNING, _S.STOPPING)},
+        **{(s, (_FAIL, _STMT)): "_on_failed" for s in (_S.RUNNING, _S.STOPPING)},
+    }
+
+    def __init__(
+        self,
+        rng: Rng,
+        *,
+        sub_batch_max: int = COMPLETER_SUB_BATCH_MAX,
+        backpressure_high: int = COMPLETER_BACKPRESSURE_HIGH,
+        backpressure_low: int = COMPLETER_BACKPRESSURE_LOW,
+    ) -> None:
+        super().__init__()
+        self.state: CompleterState = _S.RUNNING
+        self._rng = rng
+        self._sub_batch_max = sub_batch_max
+        self._high, self._low = backpressure_high, backpressure_low
+        self._pending: dict[int, Submit] = {}
+        self._flush_queue: list[_Batch] = []  # sub-batches of the flush under way
+        self._current: _Batch | None = None  # in flight, or waiting for its retry timer
+        self._statement: SetStateIfRunning | None = None
+        self._ticks = 0
+        self._tick_started = False
+        self._backpressure = False
+        self._completions: list[Completion] = []
+        self._missing: list[Submit] = []
+        self._dropped: list[Dropped] = []
+        self._stopped_now = False
+
+    # ---------------------------------------------------------------- views
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    @property
+    def outstanding_ids(self) -> frozenset[int]:
+        """Every job id with an update not yet settled (pending, queued or in flight)."""
+        ids = set(self._pending)
+        for batch in self._flush_queue:
+            ids.update(batch.requests)
+        if self._current is not None:
+            ids.update(self._current.requests)
+        return frozenset(ids)
+
+    @property
+    def accepting(self) -> bool:
+        return self.state is _S.RUNNING and not self._backpressure
+
+    def _output(self, intents: tuple[Intent, ...], deadline: datetime | None) -> CompleterOutput:
+        out = CompleterOutput(
+            intents=intents,
+            next_deadline=deadline,
+            completions=tuple(self._completions),
+            missing=tuple(self._missing),
+            dropped=tuple(self._dropped),
+            accepting=self.accepting,
+            stopped=self._stopped_now,
+        )
+        self._completions, self._missing, self._dropped, self._stopped_now = [], [], [], False
+        return out
+
+    # ---------------------------------------------------------------- events
+
+    def _on_submit(self, event: Submit, now: datetime) -> None:
+        self._pending[event.update.id] = event
+        if not self._tick_started:
+            self._tick_started = True
+            self._timers["tick"] = now
+        self._update_backpressure()
+        if len(self._pending) >= COMPLETER_BACKLOG_SIGNAL and self._idle():
+            self._start_flush(now)
+
+    def _on_tick(self, event: Tick, now: datetime) -> None:
+        if self._due("retry", now):
+            self._send_current()
+        if not self._due("tick", now):
+            return
+        tick, self._ticks = self._ticks, self._ticks + 1
+        if self.state is _S.RUNNING:
+            self._timers["tick"] = now + COMPLETER_TICK
+        if not self._idle() or not self._pending:
+            return
+        if (
+            self.state is _S.STOPPING
+            or self._backpressure
+            or len(self._pending) >= COMPLETER_FLUSH_THRESHOLD
+            or tick % COMPLETER_FLUSH_EVERY_NTH_TICK == 0
+        ):
+            self._start_flush(now)
+
+    def _on_stop(self, event: Stop, now: datetime) -> None:
+        self.state = _S.STOPPING
+        self._timers.pop("tick", None)
+        if self._idle():
+            self._start_flush(now)
+        self._maybe_stopped()
+
+    def _on_done(self, event: IntentSucceeded, now: datetime) -> None:
+        batch = self._take_current(event.intent)
+        rows = tuple(event.result or ())
+        seen: set[int] = set()
+        for row in rows:
+            if not isinstance(row, JobRow):
+                raise ProtocolError(f"set-state results must be JobRow values, got {type(row).__name__}")
+            request = batch.requests.get(row.id)
+            if request is None or row.id in seen:
+                raise ProtocolError(f"set-state returned job {row.id}: not in the batch, or twice")
+            seen.add(row.id)
+            self._completions.append(Completion(row, request.reason, request.context))
+        self._missing.extend(r for job_id, r in batch.requests.items() if job_id not in seen)
+        self._next(now)
+
+    def _on_failed(self, event: IntentFailed, now: datetime) -> None:
+        batch = self._take_current(event.intent)
+        if event.fatal:
+            self._drop(batch, event.error)
+        elif batch.attempt < COMPLETER_MAX_ATTEMPTS:
+            self._timers["retry"] = now + exponential_backoff(batch.attempt, COMPLETER_MAX_ATTEMPTS, self._rng)
+            batch.attempt += 1
+            self._current = batch
+            return
+        elif self.state is _S.STOPPING:
+            # Nothing will run again after stop; report instead of looping forever.
+            self._drop(batch, event.error)
+        else:
+            for job_id, request in batch.requests.items():
+                self._pending.setdefault(job_id, request)
+            for queued in self._flush_queue:
+                for job_id, request in queued.requests.items():
+                    self._pending.setdefault(job_id, request)
+            self._flush_queue.clear()
+        self._next(now)
+
+    # ---------------------------------------------------------------- flushing
+
+    def _idle(self) -> bool:
+        return self._current is None and not self._flush_queue
+
+    def _start_flush(self, now: datetime) -> None:
+        requests = list(self._pending.items())
+        self._pending = {}
+        for start in range(0, len(requests), self._sub_batch_max):
+            self._flush_queue.append(_Batch(dict(requests[start:start + self._sub_batch_max])))
+        self._update_backpressure()
+        self._next(now)
+
+    def _next(self, now: datetime) -> None:
+        if self._current is None and self._flush_queue:
+            self._current = self._flush_queue.pop(0)
+            self._send_current()
+            return
+        if self._current is None and (
+            len(self._pending) >= COMPLETER_FLUSH_THRESHOLD
+            or (self.state is _S.STOPPING and self._pending)
+        ):
+            self._start_flush(now)
+            return
+        self._update_backpressure()
+        self._maybe_stopped()
+
+    def _send_current(self) -> None:
+        assert self._current is not None
+        statement = SetStateIfRunning(updates=tuple(r.update for r in self._current.requests.values()))
+        self._statement = statement
+        self._emit(statement, HOT_STATEMENT_TIMEOUT)
+
+    def _take_current(self, intent: Intent) -> _Batch:
+        if self._current is None or intent is not self._statement:
+            raise ProtocolError("set-state result does not answer the statement in flight")
+        batch, self._current, self._statement = self._current, None, None
+        return batch
+
+    def _drop(self, batch: _Batch, error: BaseException) -> None:
+        self._dropped.extend(Dropped(r.update, r.reason, error, r.context) for r in batch.requests.values())
+
+    def _update_backpressure(self) -> None:
+        size = len(self._pending)
+        if size >= self._high:
+            self._backpressure = True
+        elif size < self._low:
+            self._backpressure = False
+
+    def _maybe_stopped(self) -> None:
+        if self.state is _S.STOPPING and self._idle() and not self._pending:
+            self.state = _S.STOPPED
+            self._timers.clear()
+            self._stopped_now = True
