@@ -1,0 +1,148 @@
+"""River's retry policy: when a failed job runs again (PROTOCOL.md §7.4).
+
+The delay is ``n**4`` seconds with ``n = len(job.errors) + 1`` (the error count,
+not ``attempt``, so snoozes never lengthen it), jittered by ±10 % and capped at
+the largest Go ``time.Duration`` (~292 years). The caller supplies the random
+draw ``rand`` in ``[0, 1)``; nothing here reads a clock or a global generator.
+
+Go converts the capped seconds to nanoseconds with a float→int64 conversion
+that is out of range at the cap; on amd64 that yields ``math.MinInt64``, i.e. a
+retry time ~292 years in the *past*. ``go_duration_ns`` reproduces that
+conversion exactly (the conformance fixtures need it); the policy itself caps
+instead unless built with ``go_overflow=True``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Protocol, runtime_checkable
+
+from river_protocol.errors import ValidationError
+from river_protocol.gotime import NS_PER_SECOND, GoTime, to_gotime
+from river_protocol.job import JobRow
+
+MAX_DURATION_NS = (1 << 63) - 1
+MIN_DURATION_NS = -(1 << 63)
+# Go's ``time.Duration(1<<63 - 1).Seconds()``: float64(sec) + float64(nsec)/1e9.
+MAX_DURATION_SECONDS: float = (
+    float(MAX_DURATION_NS // NS_PER_SECOND) + (MAX_DURATION_NS % NS_PER_SECOND) / 1e9
+)
+
+# Retry times are clamped into what a Python datetime can hold.
+MIN_RETRY_AT = datetime(1, 1, 1, tzinfo=UTC)
+MAX_RETRY_AT = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+
+
+def _check_rand(rand: float) -> float:
+    if not 0.0 <= rand < 1.0:
+        raise ValidationError(f"rand must be a float in [0, 1), got {rand!r}")
+    return rand
+
+
+def go_pow4(value: int) -> float:
+    """``math.Pow(float64(value), 4)`` as Go computes it: squaring twice, each product rounded."""
+    x = float(value)
+    square = x * x
+    return square * square
+
+
+def base_retry_seconds(error_count: int) -> float:
+    """The unjittered delay for a job with ``error_count`` prior errors, capped."""
+    if error_count < 0:
+        raise ValidationError(f"error_count must be >= 0, got {error_count}")
+    return min(go_pow4(error_count + 1), MAX_DURATION_SECONDS)
+
+
+def retry_seconds(error_count: int, rand: float) -> float:
+    """The jittered delay in seconds: ``base + base*(rand*0.2 - 0.1)``, capped.
+
+    At the cap no jitter is applied (as in Go), so the result is exactly
+    ``MAX_DURATION_SECONDS``.
+    """
+    _check_rand(rand)
+    base = base_retry_seconds(error_count)
+    if base == MAX_DURATION_SECONDS:
+        return base
+    return min(base + base * (rand * 0.2 - 0.1), MAX_DURATION_SECONDS)
+
+
+def go_duration_ns(seconds: float) -> int:
+    """``time.Duration(seconds * 1e9)`` on linux/amd64.
+
+    The conversion truncates toward zero; NaN and values outside int64 become
+    ``math.MinInt64`` (the CVTTSD2SQ "integer indefinite" result).
+    """
+    product = seconds * 1e9
+    if product != product or not -(2.0**63) <= product < 2.0**63:
+        return MIN_DURATION_NS
+    return int(product)
+
+
+def capped_duration_ns(seconds: float) -> int:
+    """``seconds`` as nanoseconds, saturating at the int64 range instead of wrapping."""
+    product = seconds * 1e9
+    if product != product:
+        raise ValidationError("retry delay is NaN")
+    if product >= 2.0**63:
+        return MAX_DURATION_NS
+    if product < -(2.0**63):
+        return MIN_DURATION_NS
+    return int(product)
+
+
+def go_duration_seconds(duration_ns: int) -> float:
+    """Go's ``Duration.Seconds()``: whole seconds plus the remainder, both truncated toward zero."""
+    whole = abs(duration_ns) // NS_PER_SECOND
+    frac = abs(duration_ns) % NS_PER_SECOND
+    sign = -1 if duration_ns < 0 else 1
+    return float(sign * whole) + float(sign * frac) / 1e9
+
+
+def add_ns(value: datetime | GoTime, duration_ns: int) -> GoTime:
+    """``value + duration`` with nanosecond precision, keeping the location."""
+    start = to_gotime(value)
+    return GoTime(start.unix_ns + duration_ns, start.tz)
+
+
+def clamp_to_datetime(value: GoTime) -> datetime:
+    """``value`` truncated to microseconds, clamped into the datetime range."""
+    try:
+        return value.to_datetime()
+    except (OverflowError, ValueError):
+        return MAX_RETRY_AT if value.unix_ns > 0 else MIN_RETRY_AT
+
+
+@runtime_checkable
+class RetryPolicy(Protocol):
+    """Decides when a failed job is retried; ``rand`` is a caller-supplied draw in [0, 1)."""
+
+    def next_retry(self, job: JobRow, now: datetime, rand: float) -> datetime: ...
+
+
+class DefaultRetryPolicy:
+    """River's default policy (``(len(errors)+1)**4`` s ±10 %).
+
+    ``go_overflow=True`` reproduces Go's amd64 overflow at the cap (a retry time
+    ~292 years before ``now``) for bit-for-bit parity with Go clients; the
+    default saturates at the maximum duration instead.
+    """
+
+    __slots__ = ("go_overflow",)
+
+    def __init__(self, *, go_overflow: bool = False) -> None:
+        self.go_overflow = go_overflow
+
+    def __repr__(self) -> str:
+        return f"DefaultRetryPolicy(go_overflow={self.go_overflow})"
+
+    def delay_ns(self, job: JobRow, rand: float) -> int:
+        seconds = retry_seconds(len(job.errors), rand)
+        return go_duration_ns(seconds) if self.go_overflow else capped_duration_ns(seconds)
+
+    def next_retry_at(self, job: JobRow, now: datetime | GoTime, rand: float) -> GoTime:
+        """The retry instant with nanosecond precision, in UTC as Go's policy returns it."""
+        start = to_gotime(now)
+        return GoTime(start.unix_ns + self.delay_ns(job, rand), UTC)
+
+    def next_retry(self, job: JobRow, now: datetime, rand: float) -> datetime:
+        return clamp_to_datetime(self.next_retry_at(job, now, rand))
