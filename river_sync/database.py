@@ -1,0 +1,578 @@
+"""Pooled database handles for the threaded client: where executors come from.
+
+A ``Database`` lends out connections wrapped in an ``Executor`` and takes them
+back. Sources:
+
+- Postgres URL (``postgres://`` / ``postgresql://``): a ``psycopg_pool``
+  pool of autocommit connections owned by the handle.
+- A caller's ``psycopg_pool.ConnectionPool`` (not closed by us).
+- A SQLAlchemy ``Engine`` (psycopg 3 or a SQLite module providing >= 3.45);
+  connections come from ``engine.raw_connection()`` and go back to its pool.
+- A SQLite path or ``sqlite://`` URL.
+
+SQLite allows a single writer per database file. Several writer connections in
+one process would just take turns through SQLITE_BUSY retries (or fail once
+``busy_timeout`` runs out), so writes are serialized in-process instead: one
+shared writer connection behind a lock. Read-only work may use separate reader
+connections, which WAL lets run alongside the writer.
+
+Executors run in autocommit mode with explicit transactions; a connection is
+always handed back outside any transaction (a leftover one is rolled back) and
+a broken connection is discarded rather than reused.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
+from typing import TYPE_CHECKING, Any, Protocol
+
+from river_protocol.dialects.base import Dialect
+from river_protocol.dialects.postgres import PostgresDialect
+from river_protocol.dialects.sqlite import SQLiteDialect
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import Intent
+from river_sync.executor import Executor
+from river_sync.sqlite_compat import MIN_VERSION, connect_sqlite
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+    import sqlalchemy
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POOL_SIZE = 10
+DEFAULT_SQLITE_READERS = 4
+DEFAULT_ACQUIRE_TIMEOUT = 30.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+_MIN_VERSION_TEXT = ".".join(map(str, MIN_VERSION))
+
+
+class _Backend(Protocol):
+    def acquire(self, readonly: bool) -> AbstractContextManager[Any]: ...
+
+    def connect_dedicated(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+# ---------------------------------------------------------------- postgres helpers
+
+
+def _pg_status(conn: Any) -> Any:
+    from psycopg.pq import TransactionStatus
+
+    return TransactionStatus(conn.pgconn.transaction_status)
+
+
+def _pg_is_broken(conn: Any) -> bool:
+    from psycopg.pq import TransactionStatus
+
+    return bool(conn.closed) or bool(getattr(conn, "broken", False)) or (
+        _pg_status(conn) in (TransactionStatus.UNKNOWN, TransactionStatus.ACTIVE)
+    )
+
+
+def _pg_to_autocommit(conn: Any) -> bool:
+    """Put a borrowed connection in autocommit mode; returns the mode to restore."""
+    from psycopg.pq import TransactionStatus
+
+    previous = bool(conn.autocommit)
+    if _pg_status(conn) != TransactionStatus.IDLE:
+        conn.rollback()
+    if not previous:
+        conn.autocommit = True
+    return previous
+
+
+def _pg_restore(conn: Any, autocommit: bool) -> None:
+    """Leave the connection idle with its original mode; errors mean the owner must discard it."""
+    from psycopg.pq import TransactionStatus
+
+    if _pg_is_broken(conn):
+        return
+    if _pg_status(conn) != TransactionStatus.IDLE:
+        log.warning("rolling back a transaction left open on a returned connection")
+        conn.rollback()
+    if conn.autocommit != autocommit:
+        conn.autocommit = autocommit
+
+
+def _psycopg_connect(conninfo: str, kwargs: dict[str, Any]) -> psycopg.Connection[Any]:
+    import psycopg
+
+    params = {"connect_timeout": int(DEFAULT_CONNECT_TIMEOUT), **kwargs, "autocommit": True}
+    return psycopg.connect(conninfo, **params)
+
+
+class _PgPoolBackend:
+    def __init__(self, pool: psycopg_pool.ConnectionPool[Any], *, owned: bool, timeout: float | None) -> None:
+        self.pool = pool
+        self.owned = owned
+        self.timeout = timeout
+
+    @contextmanager
+    def acquire(self, readonly: bool) -> Iterator[Any]:
+        # The pool itself rolls back a returned transaction and replaces broken
+        # connections; we only need to undo our autocommit switch first.
+        with self.pool.connection(timeout=self.timeout) as conn:
+            previous = _pg_to_autocommit(conn)
+            try:
+                yield conn
+            finally:
+                try:
+                    _pg_restore(conn, previous)
+                except Exception:
+                    log.warning("discarding a connection that could not be reset", exc_info=True)
+                    conn.close()
+
+    def connect_dedicated(self) -> Any:
+        # Newer pools accept callables that compute connection parameters per connect.
+        conninfo = self.pool.conninfo() if callable(self.pool.conninfo) else self.pool.conninfo
+        kwargs = self.pool.kwargs() if callable(self.pool.kwargs) else self.pool.kwargs
+        return _psycopg_connect(str(conninfo), dict(kwargs or {}))
+
+    def close(self) -> None:
+        if self.owned:
+            self.pool.close()
+
+
+# ---------------------------------------------------------------- sqlite
+
+
+def _sqlite_version(conn: Any) -> tuple[int, ...]:
+    cur = conn.cursor()
+    try:
+        cur.execute("SELECT sqlite_version()")
+        text = cur.fetchone()[0]
+    finally:
+        cur.close()
+    return tuple(int(part) for part in str(text).split("."))
+
+
+def check_sqlite_version(conn: Any, *, hint: str) -> None:
+    """Refuse a SQLite connection too old for River's schema (JSONB needs >= 3.45)."""
+    version = _sqlite_version(conn)
+    if version < MIN_VERSION:
+        found = ".".join(map(str, version))
+        raise ValidationError(
+            f"SQLite {found} is too old: River's schema needs SQLite >= {_MIN_VERSION_TEXT} (JSONB). {hint}"
+        )
+
+
+class _SQLiteBackend:
+    """One writer connection behind a lock, plus lazily opened read-only connections."""
+
+    def __init__(self, path: str, *, readers: int, busy_timeout_ms: int, timeout: float | None) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self.timeout = timeout
+        memory = path in ("", ":memory:") or path.startswith("file::memory:")
+        # A private in-memory database exists only on its one connection.
+        self.max_readers = 0 if memory else max(0, readers)
+        self._writer: Any | None = self._open(readonly=False)
+        self._writer_lock = threading.Lock()
+        self._writer_owner: int | None = None
+        self._idle_readers: queue.LifoQueue[Any] = queue.LifoQueue()
+        self._readers_lock = threading.Lock()
+        self._open_readers = 0
+        self._all_readers: set[Any] = set()
+        self._closed = False
+
+    def _open(self, *, readonly: bool) -> Any:
+        conn = connect_sqlite(self.path, busy_timeout_ms=self.busy_timeout_ms)
+        try:
+            check_sqlite_version(conn, hint="Install sqlean-py.")
+            if readonly:
+                conn.execute("PRAGMA query_only = ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @staticmethod
+    def _reset(conn: Any) -> bool:
+        """Roll back a leftover transaction; False when the connection is unusable."""
+        try:
+            if conn.in_transaction:
+                log.warning("rolling back a transaction left open on a returned SQLite connection")
+                conn.rollback()
+            return True
+        except Exception:
+            log.warning("discarding a SQLite connection that could not be reset", exc_info=True)
+            with suppress(Exception):
+                conn.close()
+            return False
+
+    @contextmanager
+    def acquire(self, readonly: bool) -> Iterator[Any]:
+        if readonly and self.max_readers > 0:
+            with self._reader() as conn:
+                yield conn
+        else:
+            with self._writer_conn() as conn:
+                yield conn
+
+    @contextmanager
+    def _writer_conn(self) -> Iterator[Any]:
+        me = threading.get_ident()
+        if self._writer_owner == me:
+            # Waiting for ourselves would deadlock; a second connection would hit SQLITE_BUSY.
+            raise RiverError(
+                "this thread already holds the SQLite writer connection; nested writer executors "
+                "would deadlock (SQLite has a single writer): reuse the outer executor"
+            )
+        if not self._writer_lock.acquire(timeout=-1 if self.timeout is None else self.timeout):
+            raise TimeoutError(f"timed out after {self.timeout}s waiting for the SQLite writer connection")
+        try:
+            self._writer_owner = me
+            if self._closed:
+                raise RiverError("the database handle is closed")
+            if self._writer is None:
+                self._writer = self._open(readonly=False)
+            conn = self._writer
+            try:
+                yield conn
+            finally:
+                if not self._reset(conn):
+                    self._writer = None
+        finally:
+            self._writer_owner = None
+            self._writer_lock.release()
+
+    @contextmanager
+    def _reader(self) -> Iterator[Any]:
+        conn = self._take_reader()
+        try:
+            yield conn
+        finally:
+            healthy = self._reset(conn)
+            with self._readers_lock:
+                if healthy and not self._closed:
+                    self._idle_readers.put(conn)
+                else:
+                    self._open_readers -= 1
+                    self._all_readers.discard(conn)
+                    if healthy:
+                        conn.close()
+
+    def _take_reader(self) -> Any:
+        with self._readers_lock:
+            if self._closed:
+                raise RiverError("the database handle is closed")
+            try:
+                return self._idle_readers.get_nowait()
+            except queue.Empty:
+                pass
+            if self._open_readers < self.max_readers:
+                self._open_readers += 1
+                opening = True
+            else:
+                opening = False
+        if opening:
+            try:
+                conn = self._open(readonly=True)
+            except BaseException:
+                with self._readers_lock:
+                    self._open_readers -= 1
+                raise
+            with self._readers_lock:
+                self._all_readers.add(conn)
+            return conn
+        try:
+            return self._idle_readers.get(timeout=self.timeout)
+        except queue.Empty:
+            raise TimeoutError(
+                f"timed out after {self.timeout}s waiting for a SQLite reader connection"
+            ) from None
+
+    def connect_dedicated(self) -> Any:
+        raise ValidationError("SQLite has no LISTEN/NOTIFY connection; use the outbox notifier")
+
+    def close(self) -> None:
+        with self._readers_lock:
+            self._closed = True
+            readers = list(self._all_readers)
+            self._all_readers.clear()
+        for conn in readers:
+            conn.close()
+        with self._writer_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+
+# ---------------------------------------------------------------- sqlalchemy
+
+
+class _SQLAlchemyBackend:
+    """Borrows DB-API connections from an Engine's pool (the engine stays the caller's)."""
+
+    def __init__(self, engine: sqlalchemy.Engine, kind: str) -> None:
+        self.engine = engine
+        self.kind = kind
+        # Same single-writer reasoning as for SQLite paths, across the engine's connections.
+        self._sqlite_writer = threading.Lock() if kind == "sqlite" else None
+
+    @contextmanager
+    def acquire(self, readonly: bool) -> Iterator[Any]:
+        if self._sqlite_writer is not None and not readonly:
+            with self._sqlite_writer, self._borrow() as conn:
+                yield conn
+        else:
+            with self._borrow() as conn:
+                yield conn
+
+    @contextmanager
+    def _borrow(self) -> Iterator[Any]:
+        proxy = self.engine.raw_connection()
+        try:
+            conn = proxy.driver_connection
+            if self.kind == "postgres":
+                with self._pg_mode(proxy, conn):
+                    yield conn
+            else:
+                with self._sqlite_mode(proxy, conn):
+                    yield conn
+        finally:
+            proxy.close()
+
+    @contextmanager
+    def _pg_mode(self, proxy: Any, conn: Any) -> Iterator[None]:
+        previous = _pg_to_autocommit(conn)
+        try:
+            yield
+        finally:
+            try:
+                _pg_restore(conn, previous)
+                broken = _pg_is_broken(conn)
+            except Exception:
+                log.warning("invalidating a connection that could not be reset", exc_info=True)
+                broken = True
+            if broken:
+                proxy.invalidate()
+
+    @contextmanager
+    def _sqlite_mode(self, proxy: Any, conn: Any) -> Iterator[None]:
+        # The DB-API's implicit BEGIN before DML would leave "autocommit" statements
+        # inside a transaction nobody commits; explicit transactions only.
+        previous = conn.isolation_level
+        if conn.in_transaction:
+            conn.rollback()
+        conn.isolation_level = None
+        try:
+            yield
+        finally:
+            if _SQLiteBackend._reset(conn):
+                conn.isolation_level = previous
+            else:
+                proxy.invalidate()
+
+    def connect_dedicated(self) -> Any:
+        if self.kind != "postgres":
+            raise ValidationError("SQLite has no LISTEN/NOTIFY connection; use the outbox notifier")
+        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
+        params = {k: v for k, v in cparams.items() if k != "context"}
+        conninfo = str(cargs[0]) if cargs else ""
+        return _psycopg_connect(conninfo, params)
+
+    def close(self) -> None:
+        pass
+
+
+def sqlalchemy_kind(engine_or_dialect: Any) -> str:
+    """'postgres' or 'sqlite' for a SQLAlchemy engine/dialect we can drive, else ValidationError."""
+    dialect = getattr(engine_or_dialect, "dialect", engine_or_dialect)
+    if dialect.name == "postgresql":
+        if dialect.driver != "psycopg":
+            raise ValidationError(
+                f"SQLAlchemy driver {dialect.driver!r} is not supported for Postgres: use psycopg 3 "
+                "(URL scheme postgresql+psycopg://)"
+            )
+        return "postgres"
+    if dialect.name == "sqlite":
+        if dialect.driver != "pysqlite":
+            raise ValidationError(
+                f"SQLAlchemy SQLite driver {dialect.driver!r} is not supported: use pysqlite (sqlite://) "
+                "with a module providing SQLite >= 3.45, e.g. create_engine(url, module=sqlean)"
+            )
+        version = tuple(getattr(dialect.dbapi, "sqlite_version_info", (0,)))
+        if version < MIN_VERSION:
+            found = ".".join(map(str, version))
+            raise ValidationError(
+                f"the engine's SQLite module provides SQLite {found}, but River's schema needs "
+                f">= {_MIN_VERSION_TEXT} (JSONB). Configure the engine with a newer module, e.g. "
+                "`import sqlean; create_engine('sqlite:///path.db', module=sqlean)`"
+            )
+        return "sqlite"
+    raise ValidationError(
+        f"unsupported SQLAlchemy dialect {dialect.name!r}: use postgresql+psycopg or sqlite"
+    )
+
+
+# ---------------------------------------------------------------- urls
+
+
+def sqlite_path_from_url(url: str) -> str:
+    """``sqlite:///rel.db`` -> ``rel.db``, ``sqlite:////abs.db`` -> ``/abs.db``, ``sqlite://`` -> memory."""
+    rest = url.split("://", 1)[1] if "://" in url else url.split(":", 1)[1]
+    if rest in ("", "/", ":memory:", "/:memory:"):
+        return ":memory:"
+    if not rest.startswith("/"):
+        raise ValidationError(
+            f"invalid SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
+    return rest[1:]
+
+
+def _strip_driver(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return scheme.split("+", 1)[0] + sep + rest
+
+
+# ---------------------------------------------------------------- public handle
+
+
+class Database:
+    """Thread-safe source of executors. Build with one of the ``from_*`` constructors."""
+
+    def __init__(self, backend: _Backend, dialect: Dialect) -> None:
+        self._backend = backend
+        self._dialect = dialect
+        self._closed = False
+
+    # --- constructors
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        schema: str | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        timeout: float = DEFAULT_ACQUIRE_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        configure: Callable[[psycopg.Connection[Any]], None] | None = None,
+    ) -> Database:
+        """Open a pool for a ``postgres(ql)[+psycopg]://`` URL or a ``sqlite://`` URL.
+
+        ``pool_size`` is the maximum number of Postgres connections, or of SQLite
+        reader connections (SQLite always has exactly one writer). ``configure`` runs
+        on each new Postgres connection (e.g. to set session parameters).
+        """
+        scheme = url.partition("://")[0].split("+", 1)[0].lower() if "://" in url else url.split(":")[0]
+        if scheme in ("postgres", "postgresql"):
+            if pool_size < 1:
+                raise ValidationError(f"pool_size must be at least 1, got {pool_size}")
+            from psycopg_pool import ConnectionPool
+
+            pool: ConnectionPool[Any] = ConnectionPool(
+                _strip_driver(url),
+                min_size=1,
+                max_size=pool_size,
+                kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
+                configure=configure,
+                timeout=timeout,
+                open=False,
+                name="river",
+            )
+            try:
+                pool.open(wait=True, timeout=connect_timeout)
+            except BaseException:
+                pool.close()
+                raise
+            return cls(_PgPoolBackend(pool, owned=True, timeout=timeout), PostgresDialect(schema))
+        if scheme == "sqlite":
+            return cls.from_sqlite_path(sqlite_path_from_url(url), schema=schema, readers=pool_size,
+                                        timeout=timeout)
+        raise ValidationError(
+            f"unsupported database URL {url.split('://')[0]!r}://...: use postgres://, postgresql:// or sqlite://"
+        )
+
+    @classmethod
+    def from_pool(
+        cls,
+        pool: psycopg_pool.ConnectionPool[Any],
+        *,
+        schema: str | None = None,
+        timeout: float | None = None,
+    ) -> Database:
+        """Use a caller's psycopg pool (left open by ``close()``). Its connections may
+        be in either autocommit mode; each is switched to autocommit while borrowed."""
+        return cls(_PgPoolBackend(pool, owned=False, timeout=timeout), PostgresDialect(schema))
+
+    @classmethod
+    def from_sqlalchemy_engine(cls, engine: sqlalchemy.Engine, *, schema: str | None = None) -> Database:
+        """Borrow raw DB-API connections from ``engine`` (left undisposed by ``close()``)."""
+        kind = sqlalchemy_kind(engine)
+        dialect: Dialect = PostgresDialect(schema) if kind == "postgres" else SQLiteDialect(schema)
+        return cls(_SQLAlchemyBackend(engine, kind), dialect)
+
+    @classmethod
+    def from_sqlite_path(
+        cls,
+        path: str,
+        *,
+        schema: str | None = None,
+        readers: int = DEFAULT_SQLITE_READERS,
+        busy_timeout_ms: int = 5000,
+        timeout: float | None = DEFAULT_ACQUIRE_TIMEOUT,
+    ) -> Database:
+        """Open a SQLite file (created if missing) in WAL mode. ``schema`` names an
+        attached database that the caller attaches; usually leave it ``None``."""
+        backend = _SQLiteBackend(path, readers=readers, busy_timeout_ms=busy_timeout_ms, timeout=timeout)
+        return cls(backend, SQLiteDialect(schema))
+
+    # --- use
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._dialect
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @contextmanager
+    def executor(self, *, readonly: bool = False) -> Iterator[Executor]:
+        """An executor on a borrowed connection, returned when the block ends.
+
+        ``readonly=True`` promises that only reads happen, which lets SQLite use a
+        reader connection instead of waiting for the single writer.
+        """
+        if self._closed:
+            raise RiverError("the database handle is closed")
+        with self._backend.acquire(readonly) as conn:
+            yield Executor(conn, self._dialect)
+
+    def run(self, intent: Intent, *, readonly: bool = False) -> Any:
+        """Run one intent on a borrowed connection (in a transaction when it needs one)."""
+        with self.executor(readonly=readonly) as ex:
+            return ex.run(intent)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Executor]:
+        """An executor inside BEGIN..COMMIT (BEGIN IMMEDIATE on SQLite); an exception rolls back."""
+        with self.executor() as ex, ex.transaction():
+            yield ex
+
+    def connect_dedicated(self) -> Any:
+        """A new autocommit psycopg connection outside the pool, owned by the caller
+        (the notifier's LISTEN connection). Postgres only."""
+        return self._backend.connect_dedicated()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._backend.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

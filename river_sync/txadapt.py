@@ -1,0 +1,154 @@
+"""Executors inside a caller's open transaction (insert-in-transaction and friends).
+
+``executor_for_caller_tx(tx)`` accepts:
+
+- a psycopg 3 ``Connection``: non-autocommit (an idle one starts its implicit
+  transaction on our first statement, still owned by the caller) or autocommit
+  inside ``with conn.transaction():``;
+- a SQLAlchemy ``Connection`` or ORM ``Session``: statements go to the very
+  DB-API connection SQLAlchemy uses for that transaction, so they commit or roll
+  back together with the caller's Core/ORM work (pending ORM objects are not
+  flushed for you; that is not needed for atomicity);
+- a ``sqlite3``-style connection (stdlib ``sqlite3`` when it is >= 3.45, or
+  ``sqlean``).
+
+Requests run directly inside the caller's transaction, without savepoints: when
+one fails, the transaction is in an unknown state (on Postgres it is aborted)
+and the caller must roll it back. Nothing here commits or rolls back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from river_protocol.dialects.base import Dialect
+from river_protocol.dialects.postgres import PostgresDialect
+from river_protocol.dialects.sqlite import SQLiteDialect
+from river_protocol.errors import ValidationError
+from river_sync.database import check_sqlite_version, sqlalchemy_kind
+from river_sync.executor import Executor
+
+_SQLITE_HINT = (
+    "Open the connection with a module providing a newer SQLite, e.g. "
+    "river_sync.sqlite_compat.connect_sqlite(path) or sqlean.connect(path); with SQLAlchemy use "
+    "create_engine('sqlite:///path.db', module=sqlean)."
+)
+
+
+def executor_for_caller_tx(tx: Any, *, schema: str | None = None) -> Executor:
+    """An executor whose statements run in ``tx``'s open transaction (``in_caller_tx=True``)."""
+    sa_conn = _sqlalchemy_connection(tx)
+    if sa_conn is not None:
+        return _from_sqlalchemy(sa_conn, schema)
+    if _is_psycopg(tx):
+        return Executor(_checked_psycopg(tx), PostgresDialect(schema), in_caller_tx=True)
+    if _is_sqlite(tx):
+        return Executor(_checked_sqlite(tx, sqlalchemy_owned=False), SQLiteDialect(schema), in_caller_tx=True)
+    raise ValidationError(
+        f"cannot run inside a transaction of type {type(tx).__module__}.{type(tx).__qualname__}: pass a "
+        "psycopg Connection, a SQLAlchemy Connection or Session, or a sqlite3/sqlean connection"
+    )
+
+
+# ---------------------------------------------------------------- detection
+
+
+def _is_psycopg(obj: Any) -> bool:
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is a dependency
+        return False
+    if isinstance(obj, psycopg.AsyncConnection):
+        raise ValidationError("an async psycopg connection cannot be used by the threaded driver")
+    return isinstance(obj, psycopg.Connection)
+
+
+def _is_sqlite(obj: Any) -> bool:
+    import sqlite3
+
+    if isinstance(obj, sqlite3.Connection):
+        return True
+    try:
+        import sqlean  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - sqlean is a dependency
+        return False
+    return isinstance(obj, sqlean.Connection)
+
+
+def _sqlalchemy_connection(obj: Any) -> Any | None:
+    """The SQLAlchemy Connection behind ``obj`` (a Session's current one), or None."""
+    module = type(obj).__module__
+    if not module.startswith("sqlalchemy"):
+        # Subclasses of Session usually live in the user's own modules.
+        try:
+            from sqlalchemy.orm import Session
+        except ImportError:  # pragma: no cover - sqlalchemy is a dependency
+            return None
+        if not isinstance(obj, Session):
+            return None
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.orm import Session
+
+    if isinstance(obj, Session):
+        # Begins the session transaction when needed and returns the connection the
+        # ORM flushes through, so our statements share its transaction.
+        return obj.connection()
+    if isinstance(obj, Connection):
+        return obj
+    raise ValidationError(
+        f"cannot use SQLAlchemy {type(obj).__qualname__} as a transaction: pass a Connection or Session"
+    )
+
+
+# ---------------------------------------------------------------- adapters
+
+
+def _from_sqlalchemy(sa_conn: Any, schema: str | None) -> Executor:
+    kind = sqlalchemy_kind(sa_conn.engine)
+    if not sa_conn.in_transaction():
+        # Same as SQLAlchemy 2.0's autobegin on first execute: the caller commits it.
+        sa_conn.begin()
+    driver_conn = sa_conn.connection.driver_connection
+    dialect: Dialect
+    if kind == "postgres":
+        dialect = PostgresDialect(schema)
+        conn = _checked_psycopg(driver_conn)
+    else:
+        dialect = SQLiteDialect(schema)
+        conn = _checked_sqlite(driver_conn, sqlalchemy_owned=True)
+    return Executor(conn, dialect, in_caller_tx=True)
+
+
+def _checked_psycopg(conn: Any) -> Any:
+    from psycopg.pq import TransactionStatus
+
+    if conn.closed:
+        raise ValidationError("the psycopg connection is closed")
+    status = TransactionStatus(conn.pgconn.transaction_status)
+    if status == TransactionStatus.INERROR:
+        raise ValidationError("the caller's transaction is aborted by an earlier error: roll it back first")
+    if status == TransactionStatus.ACTIVE:
+        raise ValidationError("the psycopg connection is busy running another query")
+    if status == TransactionStatus.IDLE and conn.autocommit:
+        raise ValidationError(
+            "the psycopg connection is in autocommit mode outside a transaction: "
+            "open one with `with conn.transaction():` (or use a non-autocommit connection)"
+        )
+    return conn
+
+
+def _checked_sqlite(conn: Any, *, sqlalchemy_owned: bool) -> Any:
+    check_sqlite_version(conn, hint=_SQLITE_HINT)
+    if conn.in_transaction:
+        return conn
+    if getattr(conn, "autocommit", None) is False:
+        return conn  # PEP 249 mode (Python >= 3.12): always inside a transaction.
+    if conn.isolation_level is None and not sqlalchemy_owned:
+        raise ValidationError(
+            "the SQLite connection is in autocommit mode outside a transaction: execute BEGIN first"
+        )
+    # The caller's transaction has not touched the database yet (legacy implicit mode
+    # only begins before DML; SQLAlchemy's autobegin is lazy). Begin it now so a
+    # multi-statement request is atomic; the caller's commit()/rollback() ends it.
+    conn.execute("BEGIN IMMEDIATE")
+    return conn
