@@ -128,6 +128,14 @@ def unknown_kind_failure(kind: str) -> Failed:
     return Failed(f"job kind is not registered in the client's Workers bundle: {kind}")
 
 
+@dataclass(frozen=True, slots=True)
+class _HandlerCancel:
+    """A failure the error handler chose to cancel: cancelled, original error text kept."""
+
+    error: str
+    trace: str
+
+
 def _resolve(
     outcome: Outcome, error_handler_cancel: bool, remote_cancelled: bool
 ) -> Outcome | _HandlerCancel:
@@ -139,14 +147,6 @@ def _resolve(
     if error_handler_cancel and isinstance(outcome, Failed):
         return _HandlerCancel(outcome.error, outcome.trace)
     return outcome
-
-
-@dataclass(frozen=True, slots=True)
-class _HandlerCancel:
-    """A failure the error handler chose to cancel: cancelled, original error text kept."""
-
-    error: str
-    trace: str
 
 
 def outcome_reason(
