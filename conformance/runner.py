@@ -68,6 +68,5 @@ def run_all(
     opts = options or {}
     return [
         run_family(m, fixtures_dir, opts)
-        for m in load_families()
-        if families is None or m.NAME in families
+        for m in load_families(families)
     ]

@@ -53,6 +53,7 @@ class GoTime:
 
     def utc_offset_seconds(self) -> int:
         tz = self.tz
+        off: timedelta | None
         if isinstance(tz, timezone):
             off = tz.utcoffset(None)
         else:

@@ -17,5 +17,9 @@ FAMILY_MODULES = (
 )
 
 
-def load_families() -> list[ModuleType]:
-    return [importlib.import_module(f"conformance.families.{name}") for name in FAMILY_MODULES]
+def load_families(names: list[str] | None = None) -> list[ModuleType]:
+    return [
+        importlib.import_module(f"conformance.families.{name}")
+        for name in FAMILY_MODULES
+        if names is None or name in names
+    ]
