@@ -146,14 +146,17 @@ class Machine:
     def handle(self, event: Event, now: datetime) -> Any:
         require_aware(now)
         key = event_key(event)
-        name = self.TABLE.get((self.state, key))
-        if name is None:
+        if (self.state, key) not in self.TABLE:
             raise ProtocolError(
                 f"{type(self).__name__}: {_key_name(key)} is illegal in state {self.state.value!r}"
             )
         if isinstance(event, IntentSucceeded | IntentFailed):
             self._settle(event.intent)
         self._emitted = []
+        self._before(now)
+        name = self.TABLE.get((self.state, key))
+        if name is None:
+            raise ProtocolError(f"{type(self).__name__}: {_key_name(key)} is illegal after a deadline passed")
         getattr(self, name)(event, now)
         return self._output(tuple(self._emitted), self.next_deadline())
 
@@ -174,6 +177,13 @@ class Machine:
 
     def _output(self, intents: tuple[Intent, ...], deadline: datetime | None) -> Any:
         raise NotImplementedError
+
+    def _before(self, now: datetime) -> None:
+        """Rules that hold whatever the event (e.g. a deadline that passed); may change state.
+
+        The event was already checked against the table in the state it arrived in, and is
+        then dispatched from the state this hook leaves, which must accept it too.
+        """
 
     def _emit(self, intent: Intent, timeout: timedelta | None = None) -> None:
         self._in_flight[id(intent)] = (intent, timeout)
