@@ -1,0 +1,38 @@
+"""River's migrations (main line, versions 1..7) for Postgres and SQLite, and the pure planner.
+
+The SQL lives in ``postgres/`` and ``sqlite/`` as package data; ``pg_planners`` and
+``sqlite_planners`` turn the ``GetMigrations`` and ``ApplyMigration`` intents into statements.
+"""
+
+from river_protocol.migrations.bundle import (
+    DIALECTS,
+    LINE_MAIN,
+    LINES,
+    SCHEMA_PLACEHOLDER,
+    Migration,
+    check_line,
+    migration,
+    migrations_for,
+    render,
+    versions_for,
+)
+from river_protocol.migrations.plan import ALL, MAIN_VERSIONS, plan_migration, unapplied
+from river_protocol.migrations.sqlsplit import split_statements
+
+__all__ = [
+    "ALL",
+    "DIALECTS",
+    "LINES",
+    "LINE_MAIN",
+    "MAIN_VERSIONS",
+    "SCHEMA_PLACEHOLDER",
+    "Migration",
+    "check_line",
+    "migration",
+    "migrations_for",
+    "plan_migration",
+    "render",
+    "split_statements",
+    "unapplied",
+    "versions_for",
+]

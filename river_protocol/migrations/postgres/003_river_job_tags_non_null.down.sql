@@ -1,0 +1,3 @@
+ALTER TABLE /* TEMPLATE: schema */river_job
+    ALTER COLUMN tags DROP NOT NULL,
+    ALTER COLUMN tags DROP DEFAULT;

@@ -1,0 +1,2 @@
+DROP TABLE /* TEMPLATE: schema */river_job;
+DROP TABLE /* TEMPLATE: schema */river_leader;

@@ -1,0 +1,1 @@
+-- Nothing to do: version 3 changed nothing on SQLite.

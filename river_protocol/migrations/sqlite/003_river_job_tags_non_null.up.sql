@@ -1,0 +1,1 @@
+-- Nothing to do: river_job gets its final tags column when version 6 creates it.

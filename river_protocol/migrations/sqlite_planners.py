@@ -1,0 +1,38 @@
+"""SQLite plans for the migration intents. sqlite3 executes one statement per call, so a
+script is split into statements first (see ``sqlsplit``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from river_protocol.dialects.base import Plan, Planner
+from river_protocol.intents import ApplyMigration, GetMigrations, Statement
+from river_protocol.migrations.bookkeeping import apply_plan, get_versions_plan
+from river_protocol.migrations.sqlsplit import split_statements
+
+
+def get_migrations(dialect: Any, intent: GetMigrations) -> Plan[list[int]]:
+    if dialect.schema:
+        columns = "pragma_table_info('river_migration', ?)"
+        params: tuple[Any, ...] = (dialect.schema,)
+    else:
+        columns = "pragma_table_info('river_migration')"
+        params = ()
+    existence = Statement(
+        f"SELECT EXISTS (SELECT 1 FROM {dialect.prefix}sqlite_master "
+        "WHERE type = 'table' AND name = 'river_migration'), "
+        f"EXISTS (SELECT 1 FROM {columns} WHERE name = 'line')",
+        params,
+    )
+    return get_versions_plan(dialect.prefix, "?", intent.line, existence)
+
+
+def apply_migration(dialect: Any, intent: ApplyMigration) -> Plan[None]:
+    script = [Statement(sql, (), fetch=False) for sql in split_statements(intent.sql)]
+    return apply_plan(dialect.prefix, "?", intent, script)
+
+
+PLANNERS: dict[type, Planner] = {
+    GetMigrations: get_migrations,
+    ApplyMigration: apply_migration,
+}
