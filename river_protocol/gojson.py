@@ -310,7 +310,7 @@ def _format_datetime(t: datetime) -> str:
 # Marshalers and raw JSON
 
 _WS_RE = re.compile(rb"[ \t\n\r]")
-_STRING_OR_WS_RE = re.compile(rb'("(?:[^"\\]|\\.)*")|[ \t\n\r]+', re.DOTALL)
+_STRING_OR_WS_RE = re.compile(rb'("[^"\\]*(?:\\.[^"\\]*)*")|[ \t\n\r]+', re.DOTALL)
 
 
 def _reject_constant(name: str) -> Any:
@@ -631,7 +631,8 @@ def decode_args(args_type: type[T], data: bytes | str) -> T:
     Members match fields by JSON name (exactly, else case-insensitively, like
     Go); unknown members are ignored; missing members and ``null`` keep the
     field's default (or its zero value). ``__go_json_decode__(data)`` on the
-    class takes over entirely. Numbers decoded into ``Any`` stay Python
+    class takes over entirely (for a nested value it receives that value
+    re-encoded by :func:`encode`). Numbers decoded into ``Any`` stay Python
     ``int``/``float`` rather than becoming float64 as in Go.
     """
     hook = getattr(args_type, "__go_json_decode__", None)

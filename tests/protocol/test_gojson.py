@@ -391,6 +391,25 @@ def test_invalid_raw_json_fails(raw: bytes) -> None:
         encode(RawJSON(raw))
 
 
+_FINITE_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
+              st.text(alphabet=st.sampled_from(' \t\n"\\<>&é\u2028x'))),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+@given(_FINITE_JSON, st.sampled_from([None, 0, 2, "\t"]))
+def test_raw_json_compaction_matches_reference(value: Any, indent: Any) -> None:
+    pretty = json.dumps(value, indent=indent, ensure_ascii=False).encode()
+    compact = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028")):
+        compact = compact.replace(ch, esc)
+    assert encode(RawJSON(pretty)) == compact.encode()
+
+
 class Money:
     def __init__(self, cents: int) -> None:
         self.cents = cents
