@@ -69,9 +69,20 @@ PACKAGE_DIR = Path(river_protocol.__file__).parent
 
 
 def all_module_names() -> list[str]:
+    # river_protocol.testing holds hypothesis strategies for test suites; hypothesis itself
+    # uses threads, and nothing in the core imports it (checked below).
     return ["river_protocol"] + [
-        m.name for m in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="river_protocol.")
+        m.name
+        for m in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="river_protocol.")
+        if not m.name.startswith("river_protocol.testing")
     ]
+
+
+def test_core_never_imports_the_testing_helpers() -> None:
+    for path in PACKAGE_DIR.rglob("*.py"):
+        if "testing" in path.relative_to(PACKAGE_DIR).parts:
+            continue
+        assert "river_protocol.testing" not in path.read_text(), path
 
 
 def run_guarded(body: str) -> subprocess.CompletedProcess[str]:
