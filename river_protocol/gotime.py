@@ -82,8 +82,11 @@ class GoTime:
         offset = self.utc_offset_seconds()
         if offset == 0:
             return text + "Z"
-        sign = "-" if offset < 0 else "+"
-        minutes = abs(offset) // 60
+        # Go truncates the offset to whole minutes toward zero and signs the result,
+        # so -30 s prints as +00:00.
+        zone = int(offset / 60)
+        sign = "-" if zone < 0 else "+"
+        minutes = abs(zone)
         return f"{text}{sign}{minutes // 60:02d}:{minutes % 60:02d}"
 
 

@@ -27,6 +27,9 @@ def test_rfc3339_nano_trims_zeros_and_keeps_location() -> None:
     assert GoTime(1715694297_000000000, timezone(timedelta(seconds=30))).format_rfc3339() == (
         "2024-05-14T13:45:27+00:00"
     )
+    assert GoTime(1715694357_000000000, timezone(timedelta(seconds=-30))).format_rfc3339() == (
+        "2024-05-14T13:45:27+00:00"
+    )
 
 
 def test_years_far_from_epoch() -> None:
