@@ -1,0 +1,282 @@
+"""Unique jobs: the ``unique_states`` bitmask, ``UniqueOpts`` and the ``unique_key`` bytes.
+
+Go River and River for Python dedupe against each other only if both derive
+byte-identical keys (PROTOCOL.md §3.2, §3.3), so this module reproduces Go's
+builder exactly, quirks included: args member names are gjson/sjson *paths*
+(see ``river_protocol.gjson``), period buckets count from Go's zero time, and
+the bucket is rendered in the clock value's own time zone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from river_protocol import gjson
+from river_protocol.args import is_skipped, is_unique, json_name
+from river_protocol.errors import ValidationError
+from river_protocol.gotime import NS_PER_SECOND, GoTime, to_gotime
+from river_protocol.states import JobState
+
+# ---------------------------------------------------------------- states bitmask
+
+# Bit k set <=> uniqueness holds while a row is in that state (available is bit 0).
+STATE_BITS: dict[JobState, int] = {
+    JobState.AVAILABLE: 1 << 0,
+    JobState.CANCELLED: 1 << 1,
+    JobState.COMPLETED: 1 << 2,
+    JobState.DISCARDED: 1 << 3,
+    JobState.PENDING: 1 << 4,
+    JobState.RETRYABLE: 1 << 5,
+    JobState.RUNNING: 1 << 6,
+    JobState.SCHEDULED: 1 << 7,
+}
+_BITS_BY_NAME = {state.value: bit for state, bit in STATE_BITS.items()}
+
+DEFAULT_UNIQUE_STATES: tuple[JobState, ...] = (
+    JobState.AVAILABLE,
+    JobState.COMPLETED,
+    JobState.PENDING,
+    JobState.RETRYABLE,
+    JobState.RUNNING,
+    JobState.SCHEDULED,
+)
+# A custom ByState must keep these, or a duplicate could be inserted while the
+# original is still going to run.
+REQUIRED_UNIQUE_STATES: tuple[JobState, ...] = (
+    JobState.AVAILABLE,
+    JobState.PENDING,
+    JobState.RUNNING,
+    JobState.SCHEDULED,
+)
+
+
+def states_to_bitmask(states: Iterable[str | JobState]) -> int:
+    """The 8-bit mask of ``states``; names that are not job states are ignored, as in Go."""
+    mask = 0
+    for state in states:
+        mask |= _BITS_BY_NAME.get(str(state), 0)
+    return mask
+
+
+DEFAULT_UNIQUE_STATES_BITMASK = states_to_bitmask(DEFAULT_UNIQUE_STATES)  # 245
+
+
+def bitmask_to_states(mask: int) -> tuple[JobState, ...]:
+    """States whose bit is set in ``mask`` (bits above 7 ignored), in name order."""
+    return tuple(sorted((s for s, bit in STATE_BITS.items() if mask & bit), key=lambda s: s.value))
+
+
+def validate_by_state(states: Sequence[str | JobState] | None) -> None:
+    """River's check of ``UniqueOpts.ByState``: known states only, and all required ones.
+
+    ``None`` or an empty list is valid (the default states apply).
+    """
+    if not states:
+        return
+    for state in states:
+        if str(state) not in _BITS_BY_NAME:
+            raise ValidationError(f'UniqueOpts.ByState contains invalid state "{state}"')
+    names = {str(s) for s in states}
+    missing = [s.value for s in REQUIRED_UNIQUE_STATES if s.value not in names]
+    if missing:
+        raise ValidationError(
+            "UniqueOpts.ByState must contain all required states, missing: " + ", ".join(missing)
+        )
+
+
+# ---------------------------------------------------------------- options
+
+
+def _period_ns(period: timedelta | None) -> int:
+    if period is None:
+        return 0
+    return (period.days * 86400 + period.seconds) * NS_PER_SECOND + period.microseconds * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueOpts:
+    """River's ``UniqueOpts``: which parts of a job make it unique.
+
+    ``by_state=None`` means the default states; ``by_state=()`` also means the
+    default states but, unlike ``None``, makes the options non-empty (the job is
+    unique by kind). ``exclude_kind`` alone does not make a job unique.
+    Unknown state names are rejected when the options are built.
+    """
+
+    by_args: bool = False
+    by_period: timedelta | None = None
+    by_queue: bool = False
+    by_state: tuple[JobState, ...] | None = None
+    exclude_kind: bool = False
+
+    def __post_init__(self) -> None:
+        if self.by_state is not None:
+            raw = tuple(self.by_state)
+            for state in raw:
+                if str(state) not in _BITS_BY_NAME:
+                    raise ValidationError(f'UniqueOpts.ByState contains invalid state "{state}"')
+            object.__setattr__(self, "by_state", tuple(JobState(str(s)) for s in raw))
+        if self.by_period is not None and not isinstance(self.by_period, timedelta):
+            raise ValidationError(f"UniqueOpts.by_period must be a timedelta, got {self.by_period!r}")
+
+    @property
+    def by_period_ns(self) -> int:
+        return _period_ns(self.by_period)
+
+    def is_empty(self) -> bool:
+        return (
+            not self.by_args and self.by_period_ns == 0 and not self.by_queue and self.by_state is None
+        )
+
+    def validate(self) -> None:
+        """Raise ``ValidationError`` with River's message if River would refuse these options."""
+        if self.is_empty():
+            return
+        if self.by_period_ns != 0 and self.by_period_ns < NS_PER_SECOND:
+            raise ValidationError("UniqueOpts.ByPeriod should not be less than 1 second")
+        validate_by_state(self.by_state)
+
+    def state_bitmask(self) -> int:
+        return states_to_bitmask(self.by_state or DEFAULT_UNIQUE_STATES)
+
+
+# ---------------------------------------------------------------- unique key
+
+_GO_ZERO_TIME_TO_UNIX_NS = 62_135_596_800 * NS_PER_SECOND
+
+
+def truncate_to_period(now: datetime | GoTime, period_ns: int) -> GoTime:
+    """Go's ``Time.Truncate``: buckets counted from 0001-01-01T00:00:00Z, zone kept."""
+    t = to_gotime(now)
+    if period_ns <= 0:
+        return t
+    return GoTime(t.unix_ns - (t.unix_ns + _GO_ZERO_TIME_TO_UNIX_NS) % period_ns, t.tz)
+
+
+def _args_part(encoded_args: bytes, unique_fields: Sequence[str]) -> bytes:
+    if unique_fields:
+        # Starts from an empty document, not "{}": with no field present the part stays empty.
+        doc = b""
+        for path in unique_fields:
+            found = gjson.get(encoded_args, path)
+            if not found.exists() or found.raw == b"undefined":
+                continue
+            doc = gjson.set_raw(doc, path, found.raw)
+        return doc
+    doc = b"{}"
+    for key in sorted(gjson.top_level_keys(encoded_args)):
+        doc = gjson.set_raw(doc, key, gjson.get(encoded_args, key).raw)
+    return doc
+
+
+def build_unique_key_string(
+    kind: str,
+    encoded_args: bytes,
+    unique_fields: Sequence[str],
+    opts: UniqueOpts,
+    now: datetime | GoTime,
+    queue: str,
+) -> bytes:
+    """The pre-hash unique key (bytes: args may hold invalid UTF-8).
+
+    ``unique_fields`` are the dotted JSON paths of the args' unique fields
+    (``unique_fields_of``); empty means "all top-level keys". ``now`` is the
+    insert-time clock; its zone decides how the period bucket is rendered.
+    Raises ``UniqueKeyError`` where Go's builder fails (e.g. an empty member name).
+    """
+    out = bytearray()
+    if not opts.exclude_kind:
+        out += b"&kind=" + kind.encode()
+    if opts.by_args:
+        out += b"&args=" + _args_part(encoded_args, unique_fields)
+    period_ns = opts.by_period_ns
+    if period_ns != 0:
+        bucket = truncate_to_period(now, period_ns)
+        out += b"&period=" + bucket.format_rfc3339(nano=False).encode()
+    if opts.by_queue:
+        out += b"&queue=" + queue.encode()
+    return bytes(out)
+
+
+def unique_key(
+    kind: str,
+    encoded_args: bytes,
+    unique_fields: Sequence[str],
+    opts: UniqueOpts,
+    now: datetime | GoTime,
+    queue: str,
+) -> bytes:
+    """The 32-byte ``unique_key`` column value: SHA-256 of ``build_unique_key_string``."""
+    key_string = build_unique_key_string(kind, encoded_args, unique_fields, opts, now, queue)
+    return hashlib.sha256(key_string).digest()
+
+
+# ---------------------------------------------------------------- unique fields of an args type
+
+_FIELDS_CACHE: dict[type, tuple[str, ...]] = {}
+
+
+def unique_fields_of(args_type: type) -> list[str]:
+    """Dotted JSON paths of the fields marked unique, byte-sorted (Go's ``SortedFieldsWithTag``).
+
+    A class may declare ``unique_fields: ClassVar[tuple[str, ...]]`` instead of
+    field metadata. Nested dataclass fields are searched; a unique-marked nested
+    dataclass without unique subfields contributes its whole value.
+    """
+    cached = _FIELDS_CACHE.get(args_type)
+    if cached is None:
+        explicit = getattr(args_type, "unique_fields", None)
+        if isinstance(explicit, (tuple, list)) and all(isinstance(f, str) for f in explicit):
+            found = list(explicit)
+        elif dataclasses.is_dataclass(args_type):
+            found = _tagged_paths(args_type, [], set())
+        else:
+            found = []
+        cached = tuple(sorted(found, key=lambda f: f.encode()))
+        _FIELDS_CACHE[args_type] = cached
+    return list(cached)
+
+
+def _dataclass_type(hint: Any) -> type | None:
+    """The dataclass a field holds, directly or as ``X | None`` (Go: struct or pointer to struct)."""
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return hint
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(options) == 1:
+            return _dataclass_type(options[0])
+    return None
+
+
+def _tagged_paths(cls: type, path: list[str], seen: set[type]) -> list[str]:
+    # Like Go, a type is expanded once per traversal: recursive or repeated
+    # struct types contribute their whole value (if tagged) after the first.
+    if cls in seen:
+        return []
+    seen.add(cls)
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # unresolvable annotations: treat fields as plain values
+        hints = {}
+    out: list[str] = []
+    for f in dataclasses.fields(cls):
+        name = "-" if is_skipped(f) else json_name(f)
+        nested = _dataclass_type(hints.get(f.name, f.type))
+        if nested is not None:
+            sub = _tagged_paths(nested, [*path, name], seen)
+            if sub:
+                out.extend(sub)
+            elif is_unique(f):
+                out.append(".".join([*path, name]))
+            continue
+        if is_unique(f):
+            out.append(".".join([*path, name]))
+    return sorted(out, key=lambda p: p.encode())
