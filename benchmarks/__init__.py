@@ -1,0 +1,1 @@
+"""Speed and memory figures, printed (``nox -s bench`` / ``python -m benchmarks``); never asserted."""

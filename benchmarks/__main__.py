@@ -1,0 +1,25 @@
+"""``python -m benchmarks [pure|sync|all]``: print figures."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str]) -> int:
+    which = argv[0] if argv else "all"
+    if which in ("pure", "all"):
+        from benchmarks import pure
+
+        pure.main()
+    if which in ("sync", "all"):
+        try:
+            from benchmarks import sync_driver
+        except ImportError as exc:
+            print(f"sync driver benchmark unavailable: {exc}")
+        else:
+            sync_driver.main(argv[1:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
