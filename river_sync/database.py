@@ -103,11 +103,29 @@ def _pg_restore(conn: Any, autocommit: bool) -> None:
         conn.autocommit = autocommit
 
 
-def _psycopg_connect(conninfo: str, kwargs: dict[str, Any]) -> psycopg.Connection[Any]:
-    import psycopg
+# A long-lived listener must notice a silently dead peer (its ping would otherwise block
+# until the OS gives up on the TCP connection, many minutes later).
+_DEDICATED_DEFAULTS = {
+    "connect_timeout": int(DEFAULT_CONNECT_TIMEOUT),
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
 
-    params = {"connect_timeout": int(DEFAULT_CONNECT_TIMEOUT), **kwargs, "autocommit": True}
-    return psycopg.connect(conninfo, **params)
+
+def connect_dedicated(conninfo: str, kwargs: dict[str, Any] | None = None) -> psycopg.Connection[Any]:
+    """A new autocommit psycopg connection for long-lived use (LISTEN); settings in
+    ``conninfo``/``kwargs`` win over our connect-timeout and keepalive defaults."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    scheme, sep, rest = conninfo.partition("://")
+    if sep:
+        conninfo = scheme.split("+", 1)[0] + sep + rest
+    given = {**conninfo_to_dict(conninfo), **(kwargs or {})}
+    params = {k: v for k, v in _DEDICATED_DEFAULTS.items() if k not in given}
+    return psycopg.connect(conninfo, **{**params, **(kwargs or {}), "autocommit": True})
 
 
 class _PgPoolBackend:
@@ -135,7 +153,7 @@ class _PgPoolBackend:
         # Newer pools accept callables that compute connection parameters per connect.
         conninfo = self.pool.conninfo() if callable(self.pool.conninfo) else self.pool.conninfo
         kwargs = self.pool.kwargs() if callable(self.pool.kwargs) else self.pool.kwargs
-        return _psycopg_connect(str(conninfo), dict(kwargs or {}))
+        return connect_dedicated(str(conninfo), dict(kwargs or {}))
 
     def close(self) -> None:
         if self.owned:
@@ -379,7 +397,7 @@ class _SQLAlchemyBackend:
         cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
         params = {k: v for k, v in cparams.items() if k != "context"}
         conninfo = str(cargs[0]) if cargs else ""
-        return _psycopg_connect(conninfo, params)
+        return connect_dedicated(conninfo, params)
 
     def close(self) -> None:
         pass
@@ -469,8 +487,12 @@ class Database:
         if scheme in ("postgres", "postgresql"):
             if pool_size < 1:
                 raise ValidationError(f"pool_size must be at least 1, got {pool_size}")
+            import psycopg
             from psycopg_pool import ConnectionPool
 
+            # The pool only logs why it cannot connect and then times out; one direct
+            # connection first surfaces the real error (bad host, auth, database...).
+            psycopg.connect(_strip_driver(url), connect_timeout=max(1, int(connect_timeout))).close()
             pool: ConnectionPool[Any] = ConnectionPool(
                 _strip_driver(url),
                 min_size=1,

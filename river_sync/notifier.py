@@ -415,11 +415,9 @@ class Notifier(_Hub):
 
 
 def _connect_url(url: str, timeout: float) -> psycopg.Connection[Any]:
-    import psycopg
+    from river_sync.database import connect_dedicated
 
-    scheme, sep, rest = url.partition("://")
-    return psycopg.connect(scheme.split("+", 1)[0] + sep + rest, autocommit=True,
-                           connect_timeout=max(1, int(timeout)))
+    return connect_dedicated(url, {"connect_timeout": max(1, int(timeout))})
 
 
 # ---------------------------------------------------------------- sqlite

@@ -25,7 +25,7 @@ from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import Intent, Statement
-from river_sync.database import Database, sqlite_path_from_url
+from river_sync.database import Database, connect_dedicated, sqlite_path_from_url
 from river_sync.executor import Executor
 from river_sync.sqlite_compat import connect_sqlite
 from river_sync.txadapt import executor_for_caller_tx
@@ -509,3 +509,48 @@ def test_caller_tx_sqlalchemy_sqlite_session_and_connection(sqlite_db: str) -> N
 def test_caller_tx_rejects_unknown_objects() -> None:
     with pytest.raises(ValidationError, match="cannot run inside a transaction"):
         executor_for_caller_tx(object())
+
+
+def test_connect_dedicated_defaults_yield_to_caller_settings(pg_url: str) -> None:
+    conn = connect_dedicated(_sa_url(pg_url) + "?keepalives_idle=7", {"application_name": "river_x"})
+    try:
+        params = conn.info.get_parameters()
+        assert conn.autocommit is True
+        assert params["keepalives_idle"] == "7"  # from the URL, not our default of 30
+        assert params["keepalives"] == "1" and params["keepalives_count"] == "3"
+        assert params["application_name"] == "river_x"
+    finally:
+        conn.close()
+    with Database.from_url(pg_url, pool_size=1) as db:
+        dedicated = db.connect_dedicated()
+        try:
+            assert dedicated.autocommit is True
+            assert dedicated.info.get_parameters()["keepalives"] == "1"
+        finally:
+            dedicated.close()
+
+
+def test_from_url_reports_the_connection_error() -> None:
+    with pytest.raises(psycopg.OperationalError, match=r"127\.0\.0\.1"):
+        Database.from_url("postgresql://postgres@127.0.0.1:1/nope", connect_timeout=2)
+
+
+def test_postgres_handle_is_thread_safe(pg_url: str) -> None:
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(5):
+                with db.transaction() as ex:
+                    ex.run(AddMark(f"t{n}-{i}"))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    with Database.from_url(pg_url, pool_size=3) as db:
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert db.run(CountMarks()) == 40
