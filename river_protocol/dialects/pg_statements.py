@@ -787,7 +787,7 @@ def _filter(d: Any, b: Binder, f: JobListFilter, alias: str = "") -> list[str]:
 
 
 def order_and_cursor(
-    b: Binder, intent: ListJobs, cast: Callable[[Any], str]
+    b: Binder, intent: ListJobs, bind_time: Callable[[Binder, Any], str]
 ) -> tuple[str, list[str]]:
     """ORDER BY text and keyset conditions; NULLs (finalized_at) always sort last."""
     if intent.order_by not in _ORDER_COLUMNS:
@@ -806,11 +806,9 @@ def order_and_cursor(
         elif value is None:
             where.append(f"({col} IS NULL AND id {cmp} {b.p(after_id)})")
         else:
-            v1 = cast(b.p(value))
-            v2 = cast(b.p(value))
             where.append(
-                f"({col} {cmp} {v1} OR ({col} = {v2} AND id {cmp} {b.p(after_id)})"
-                f" OR {col} IS NULL)"
+                f"({col} {cmp} {bind_time(b, value)} OR ({col} = {bind_time(b, value)}"
+                f" AND id {cmp} {b.p(after_id)}) OR {col} IS NULL)"
             )
     return order, where
 
@@ -818,7 +816,7 @@ def order_and_cursor(
 def _list_jobs(d: Any, intent: ListJobs) -> Plan[list[JobRow]]:
     b = _b()
     where = _filter(d, b, intent.filter)
-    order, cursor = order_and_cursor(b, intent, lambda ph: f"{ph}::timestamptz")
+    order, cursor = order_and_cursor(b, intent, lambda b, v: f"{b.p(v)}::timestamptz")
     where += cursor
     sql = f"""
         SELECT {J} FROM {d.prefix}river_job WHERE {" AND ".join(where) or "true"}
