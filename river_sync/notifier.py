@@ -67,6 +67,8 @@ class Subscription:
 
 
 class NotifierProtocol(Protocol):
+    dropped: int  # notifications lost to a full buffer
+
     def subscribe(self, topic: str, callback: NotifyCallback) -> Subscription: ...
 
     def start(self) -> None: ...

@@ -351,6 +351,22 @@ def test_sqlite_delivers_rows_after_start_only(outbox_db: str) -> None:
     assert controls.payloads() == ["c-1"]
 
 
+def test_sqlite_receives_notify_intent_on_commit(outbox_db: str) -> None:
+    inbox = Inbox()
+    with Database.from_sqlite_path(outbox_db) as db, SQLiteNotifier(db) as n:
+        n.subscribe("river_insert", inbox)
+        try:
+            with pytest.raises(RuntimeError), db.transaction() as ex:
+                ex.run(Notify("river_insert", ("rolled-back",)))
+                raise RuntimeError
+            with db.transaction() as ex:
+                ex.run(Notify("river_insert", ('{"queue": "a"}', "last")))
+        except ValidationError as exc:
+            pytest.skip(f"SQLite Notify planner not available: {exc}")
+        inbox.wait_for("last")
+    assert inbox.payloads() == ['{"queue": "a"}', "last"]
+
+
 def test_sqlite_large_batches_keep_order(outbox_db: str) -> None:
     inbox = Inbox()
     with Database.from_sqlite_path(outbox_db) as db, SQLiteNotifier(db, batch_size=7) as n:
