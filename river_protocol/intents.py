@@ -76,7 +76,12 @@ class InsertResult:
 
 @dataclass(frozen=True, slots=True)
 class InsertJobs(Intent):
-    """Multi-row insert returning rows; unique conflicts return the existing row, flagged skipped."""
+    """Multi-row insert returning rows; unique conflicts return the existing row, flagged skipped.
+
+    Result: ``list[InsertResult]`` in input order. Inputs whose unique keys collide with an
+    earlier input of the same batch are not sent; they get that input's row, flagged skipped
+    (as if inserted one by one). SQLite requires ``nonce``.
+    """
 
     jobs: tuple[InsertParams, ...]
     nonce: str = ""  # SQLite skip detection: 16 hex chars drawn by the caller (§5.2)
@@ -298,6 +303,8 @@ class UpdateQueue(Intent):
 
 @dataclass(frozen=True, slots=True)
 class DeleteQueue(Intent):
+    """Result: the deleted QueueRow; a missing queue raises QueueNotFoundError."""
+
     name: str
 
 
@@ -361,7 +368,7 @@ class NotificationRow:
 
 @dataclass(frozen=True, slots=True)
 class FetchNotifications(Intent):
-    """SQLite outbox poll: rows with id > after_id, oldest first."""
+    """SQLite outbox poll: rows with id > after_id, oldest first (Postgres: ValidationError)."""
 
     after_id: int
     limit: int = 1000
@@ -377,6 +384,8 @@ class MaxNotificationId(Intent):
 
 @dataclass(frozen=True, slots=True)
 class GetJob(Intent):
+    """Result: the JobRow; a missing id raises JobNotFoundError."""
+
     id: int
 
 
@@ -412,7 +421,7 @@ class ListJobs(Intent):
 
 @dataclass(frozen=True, slots=True)
 class CountJobs(Intent):
-    """Counts grouped by (state, queue, kind)."""
+    """Counts grouped by (state, queue, kind); result: ``dict[(JobState, queue, kind), int]``."""
 
     filter: JobListFilter = field(default_factory=JobListFilter)
 
@@ -434,6 +443,8 @@ class RetryJob(Intent):
 
 @dataclass(frozen=True, slots=True)
 class DeleteJob(Intent):
+    """Result: the deleted row; running -> ValidationError, missing -> JobNotFoundError."""
+
     id: int
     transactional = True
 
@@ -455,7 +466,8 @@ class UpdateJobMetadata(Intent):
 
 @dataclass(frozen=True, slots=True)
 class RequeueRunningJobs(Intent):
-    """Operator tool: running jobs attempted before ``attempted_before`` back to available."""
+    """Operator tool: running jobs attempted before ``attempted_before`` back to available
+    (scheduled_at = now, attempt unchanged); result: the moved rows by id."""
 
     attempted_before: datetime
     now: datetime | None = None
