@@ -227,7 +227,8 @@ class Completer(Machine):
         if event.fatal:
             self._drop(batch, event.error)
         elif batch.attempt < COMPLETER_MAX_ATTEMPTS:
-            self._timers["retry"] = now + exponential_backoff(batch.attempt, COMPLETER_MAX_ATTEMPTS, self._rng)
+            wait = exponential_backoff(batch.attempt, COMPLETER_MAX_ATTEMPTS, self._rng)
+            self._timers["retry"] = now + wait
             batch.attempt += 1
             self._current = batch
             return

@@ -285,7 +285,8 @@ class Elector(Machine):
         if self._resign_attempt >= RESIGN_MAX_ATTEMPTS:
             self._next_resign(now)  # the TTL will free the row anyway
             return
-        self._timers["resign"] = now + exponential_backoff(self._resign_attempt, RESIGN_MAX_ATTEMPTS, self._rng)
+        wait = exponential_backoff(self._resign_attempt, RESIGN_MAX_ATTEMPTS, self._rng)
+        self._timers["resign"] = now + wait
         self._resign_attempt += 1
 
     def _next_resign(self, now: datetime) -> None:

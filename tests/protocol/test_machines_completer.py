@@ -43,8 +43,11 @@ def submit(job_id: int, state: JobState = JobState.COMPLETED, ctx: object = None
 
 
 def rows_for(statement: SetStateIfRunning, skip: frozenset[int] = frozenset()) -> list[JobRow]:
-    return [JobRow(id=u.id, kind="k", encoded_args=b"{}", state=u.state) for u in statement.updates
-            if u.id not in skip]
+    return [
+        JobRow(id=u.id, kind="k", encoded_args=b"{}", state=u.state)
+        for u in statement.updates
+        if u.id not in skip
+    ]
 
 
 def statement(out: CompleterOutput) -> SetStateIfRunning:
@@ -214,14 +217,21 @@ def test_result_with_unknown_row_is_illegal() -> None:
     c.handle(submit(1), at(0))
     stmt = statement(c.handle(Tick(), at(0)))
     with pytest.raises(ProtocolError):
-        c.handle(IntentSucceeded(stmt, [JobRow(id=9, kind="k", encoded_args=b"{}", state=JobState.COMPLETED)]),
-                 at(0))
+        c.handle(
+            IntentSucceeded(stmt, [JobRow(id=9, kind="k", encoded_args=b"{}", state=JobState.COMPLETED)]),
+            at(0),
+        )
 
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from(["submit", "tick", "ok", "ok_partial", "fail", "fatal", "advance"]),
-                       st.integers(0, 30)), max_size=120),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["submit", "tick", "ok", "ok_partial", "fail", "fatal", "advance"]),
+            st.integers(0, 30),
+        ),
+        max_size=120,
+    ),
     st.randoms(use_true_random=False),
 )
 def test_updates_are_never_lost_or_duplicated(steps: list[tuple[str, int]], rng: random.Random) -> None:

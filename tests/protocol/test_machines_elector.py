@@ -79,7 +79,9 @@ def test_resigned_notification_wakes_follower() -> None:
     e2.handle(Start(), at(0))
     elect = only(e2.handle(Tick(), at(0)), LeaderElect)
     e2.handle(IntentSucceeded(elect, None), at(0))  # type: ignore[arg-type]
-    assert e2.handle(LeadershipNotification(LeadershipPayload("resigned", "me")), at(1)).next_deadline == at(5.5)
+    assert e2.handle(LeadershipNotification(LeadershipPayload("resigned", "me")), at(1)).next_deadline == at(
+        5.5
+    )
 
 
 def test_elect_errors_back_off_exponentially_in_cycles_of_seven() -> None:
@@ -182,8 +184,12 @@ def test_elect_answered_after_stop_is_resigned() -> None:
 
 @pytest.mark.parametrize(
     ("setup", "event"),
-    [("new", Tick()), ("new", LeadershipNotification(LeadershipPayload("resigned", "x"))),
-     ("leader", Start()), ("follower", Start())],
+    [
+        ("new", Tick()),
+        ("new", LeadershipNotification(LeadershipPayload("resigned", "x"))),
+        ("leader", Start()),
+        ("follower", Start()),
+    ],
 )
 def test_illegal_events(setup: str, event: object) -> None:
     e = elected() if setup == "leader" else Elector("me", FixedRng())
@@ -210,8 +216,12 @@ def test_config_validation() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.tuples(st.sampled_from(["tick", "ok", "none", "fail", "resigned", "request", "advance"]),
-                       st.floats(0, 8)), max_size=80),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["tick", "ok", "none", "fail", "resigned", "request", "advance"]), st.floats(0, 8)
+        ),
+        max_size=80,
+    ),
     st.randoms(use_true_random=False),
 )
 def test_never_leader_past_trust_window(steps: list[tuple[str, float]], rng: random.Random) -> None:

@@ -75,8 +75,12 @@ def test_scheduler_staggers_runs_and_notifies_due_queues() -> None:
     intent = one(s.handle(Tick(), at(0.5)))
     assert intent == ScheduleJobs(now=at(5.5), limit=10_000)
     assert s.timeout_for(intent) == timedelta(seconds=30)  # type: ignore[arg-type]
-    due = JobRow(id=1, kind="k", encoded_args=b"{}", state=JobState.AVAILABLE, queue="a", scheduled_at=at(0.5))
-    later = JobRow(id=2, kind="k", encoded_args=b"{}", state=JobState.AVAILABLE, queue="b", scheduled_at=at(3))
+    due = JobRow(
+        id=1, kind="k", encoded_args=b"{}", state=JobState.AVAILABLE, queue="a", scheduled_at=at(0.5)
+    )
+    later = JobRow(
+        id=2, kind="k", encoded_args=b"{}", state=JobState.AVAILABLE, queue="b", scheduled_at=at(3)
+    )
     out = s.handle(IntentSucceeded(intent, [ScheduledJob(due, False), ScheduledJob(later, False)]), at(0.6))  # type: ignore[arg-type]
     assert out.intents == (Notify("river_insert", ('{"queue":"a"}',)),)
     assert [r.batches for r in out.runs] == [1]
@@ -137,8 +141,11 @@ def test_job_cleaner_horizons_and_disabled_states() -> None:
     job = JobCleanerJob(cancelled_retention=timedelta(microseconds=-1))
     intent = job.first(at(0), 10)
     assert intent == DeleteFinalizedBefore(
-        cancelled_before=None, completed_before=at(0) - timedelta(hours=24),
-        discarded_before=at(0) - timedelta(days=7), limit=10)
+        cancelled_before=None,
+        completed_before=at(0) - timedelta(hours=24),
+        discarded_before=at(0) - timedelta(days=7),
+        limit=10,
+    )
     off = timedelta(microseconds=-1)
     assert JobCleanerJob(off, off, off).first(at(0), 10) is None
 
@@ -188,6 +195,7 @@ def test_stop_and_illegal_events() -> None:
 
 def test_service_needs_interval_or_schedule() -> None:
     from river_protocol.machines.maintenance import MaintenanceService, QueueCleanerJob
+
     with pytest.raises(ValidationError):
         MaintenanceService("x", QueueCleanerJob(), FixedRng())
 
@@ -195,11 +203,25 @@ def test_service_needs_interval_or_schedule() -> None:
 # ---------------------------------------------------------------- rescuer
 
 
-def stuck(job_id: int = 1, kind: str = "k", attempt: int = 1, max_attempts: int = 25,
-          metadata: dict[str, object] | None = None, attempted: float = -7200) -> JobRow:
-    return JobRow(id=job_id, kind=kind, encoded_args=b"{}", state=JobState.RUNNING, attempt=attempt,
-                  max_attempts=max_attempts, attempted_at=at(attempted), scheduled_at=at(-9000),
-                  metadata=metadata or {})
+def stuck(
+    job_id: int = 1,
+    kind: str = "k",
+    attempt: int = 1,
+    max_attempts: int = 25,
+    metadata: dict[str, object] | None = None,
+    attempted: float = -7200,
+) -> JobRow:
+    return JobRow(
+        id=job_id,
+        kind=kind,
+        encoded_args=b"{}",
+        state=JobState.RUNNING,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        attempted_at=at(attempted),
+        scheduled_at=at(-9000),
+        metadata=metadata or {},
+    )
 
 
 WORKERS = {"k": WorkerInfo()}
@@ -219,16 +241,21 @@ WORKERS = {"k": WorkerInfo()}
         (stuck(attempt=25), WORKERS, 60, JobState.DISCARDED),
     ],
 )
-def test_rescue_decision(job: JobRow, workers: dict[str, WorkerInfo], timeout: int,
-                         expected: JobState | None) -> None:
+def test_rescue_decision(
+    job: JobRow, workers: dict[str, WorkerInfo], timeout: int, expected: JobState | None
+) -> None:
     update = rescue_decision(job, at(0), workers, timedelta(seconds=timeout), FixedPolicy(), FixedRng())
     if expected is None:
         assert update is None
         return
     assert update is not None and update.state is expected
     err = json.loads(update.error)
-    assert err == {"at": "2025-01-01T12:00:00Z", "attempt": job.attempt,
-                   "error": "Stuck job rescued by JobRescuer", "trace": ""}
+    assert err == {
+        "at": "2025-01-01T12:00:00Z",
+        "attempt": job.attempt,
+        "error": "Stuck job rescued by JobRescuer",
+        "trace": "",
+    }
     assert json.loads(update.metadata_updates) == {"river:rescue_count": 1}
     if expected is JobState.RETRYABLE:
         assert update.finalized_at is None and update.scheduled_at == at(100)
@@ -238,12 +265,24 @@ def test_rescue_decision(job: JobRow, workers: dict[str, WorkerInfo], timeout: i
 
 def test_rescue_decision_worker_retry_and_count() -> None:
     job = stuck(metadata={"river:rescue_count": 4})
-    update = rescue_decision(job, at(0), {"k": WorkerInfo(next_retry=lambda j: at(42))}, timedelta(seconds=60),
-                             FixedPolicy(), FixedRng())
+    update = rescue_decision(
+        job,
+        at(0),
+        {"k": WorkerInfo(next_retry=lambda j: at(42))},
+        timedelta(seconds=60),
+        FixedPolicy(),
+        FixedRng(),
+    )
     assert update is not None and update.scheduled_at == at(42)
     assert json.loads(update.metadata_updates) == {"river:rescue_count": 5}
-    update = rescue_decision(stuck(metadata={"river:rescue_count": "x"}), at(0), WORKERS,
-                             timedelta(seconds=60), FixedPolicy(), FixedRng())
+    update = rescue_decision(
+        stuck(metadata={"river:rescue_count": "x"}),
+        at(0),
+        WORKERS,
+        timedelta(seconds=60),
+        FixedPolicy(),
+        FixedRng(),
+    )
     assert update is not None and json.loads(update.metadata_updates) == {"river:rescue_count": 1}
 
 

@@ -45,18 +45,24 @@ class FixedRng:
 
 
 def row(name: str = "q", paused: bool = False, metadata: dict[str, object] | None = None) -> QueueRow:
-    return QueueRow(name=name, created_at=T0, metadata=metadata or {}, paused_at=T0 if paused else None,
-                    updated_at=T0)
+    return QueueRow(
+        name=name, created_at=T0, metadata=metadata or {}, paused_at=T0 if paused else None, updated_at=T0
+    )
 
 
 def jobs(*ids: int) -> list[JobRow]:
     return [JobRow(id=i, kind="k", encoded_args=b"{}", state=JobState.RUNNING, queue="q") for i in ids]
 
 
-def started(max_workers: int = 3, paused: bool = False, poll_only: bool = False,
-            metadata: dict[str, object] | None = None) -> tuple[Producer, ProducerOutput]:
-    p = Producer(ProducerConfig(queue="q", client_id="c1", max_workers=max_workers, poll_only=poll_only),
-                 FixedRng())
+def started(
+    max_workers: int = 3,
+    paused: bool = False,
+    poll_only: bool = False,
+    metadata: dict[str, object] | None = None,
+) -> tuple[Producer, ProducerOutput]:
+    p = Producer(
+        ProducerConfig(queue="q", client_id="c1", max_workers=max_workers, poll_only=poll_only), FixedRng()
+    )
     out = p.handle(Start(), at(0))
     (upsert,) = out.intents
     assert upsert == UpsertQueue(name="q")
@@ -295,14 +301,30 @@ def test_config_validation(kwargs: dict[str, object]) -> None:
 # ---------------------------------------------------------------- property test
 
 _event_kinds = st.sampled_from(
-    ["tick", "insert", "insert_other", "finish", "release", "claim_ok", "claim_fail", "pause", "resume",
-     "trigger", "cancel", "advance"]
+    [
+        "tick",
+        "insert",
+        "insert_other",
+        "finish",
+        "release",
+        "claim_ok",
+        "claim_fail",
+        "pause",
+        "resume",
+        "trigger",
+        "cancel",
+        "advance",
+    ]
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(_event_kinds, st.integers(0, 10), st.floats(0, 2)), max_size=80),
-       st.integers(1, 5), st.randoms(use_true_random=False), st.booleans())
+@given(
+    st.lists(st.tuples(_event_kinds, st.integers(0, 10), st.floats(0, 2)), max_size=80),
+    st.integers(1, 5),
+    st.randoms(use_true_random=False),
+    st.booleans(),
+)
 def test_random_sequences_keep_invariants(
     steps: list[tuple[str, int, float]], max_workers: int, rng: random.Random, stop_midway: bool
 ) -> None:
@@ -336,7 +358,8 @@ def test_random_sequences_keep_invariants(
             out = p.handle(SlotReleased(running[n % len(running)]), now)
         elif p.state in (ProducerState.RUNNING, ProducerState.STOPPING):
             event = {
-                "insert": InsertNotification("q"), "insert_other": InsertNotification("x"),
+                "insert": InsertNotification("q"),
+                "insert_other": InsertNotification("x"),
                 "pause": ControlMessage(ControlPayload("pause", "*")),
                 "resume": ControlMessage(ControlPayload("resume", "q")),
                 "trigger": TriggerFetch(),
