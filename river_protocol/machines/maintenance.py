@@ -11,7 +11,6 @@ names the statements of one run and reads their results.
 from __future__ import annotations
 
 import enum
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -429,23 +428,24 @@ def rescue_decision(
     retry_policy: RetryPolicy,
     rand: Rng,
 ) -> RescueUpdate | None:
-    """PROTOCOL.md §11.3 for one stuck row; None = leave it alone."""
+    """PROTOCOL.md §11.3 for one stuck row; None = leave it alone.
+
+    ``river:rescue_count`` is not in the update: both dialects increment it inside the
+    RescueJobs statement (as Go does in SQL), so a value computed from this read could
+    only lose a concurrent increment.
+    """
     now_utc = now.astimezone(UTC)
     error = encode_attempt_error(now_utc, max(job.attempt, 0), RESCUE_ERROR)
-    count = job.metadata.get("river:rescue_count")
-    count = count if isinstance(count, int) and not isinstance(count, bool) else (
-        int(count) if isinstance(count, float) else 0)
-    metadata = json.dumps({"river:rescue_count": count + 1}, separators=(",", ":")).encode()
     scheduled = job.scheduled_at or now_utc
 
     def final(state: JobState) -> RescueUpdate:
         return RescueUpdate(id=job.id, state=state, error=error, finalized_at=now_utc,
-                            scheduled_at=scheduled, metadata_updates=metadata)
+                            scheduled_at=scheduled)
 
     def retry(at: datetime | None) -> RescueUpdate:
         when = at if at is not None else retry_policy.next_retry(job, now_utc, rand.random())
         return RescueUpdate(id=job.id, state=JobState.RETRYABLE, error=error, finalized_at=None,
-                            scheduled_at=when, metadata_updates=metadata)
+                            scheduled_at=when)
 
     can_retry = job.attempt < max(job.max_attempts, 0)
     if "cancel_attempted_at" in job.metadata:
