@@ -946,3 +946,35 @@ def test_shallow_merge_sql_validates_updates() -> None:
         shallow_merge_sql(Binder("?"), "metadata", b"{")
     with pytest.raises(ValidationError, match="quote"):
         shallow_merge_sql(Binder("?"), "metadata", b'{"a\\"b":1}')
+
+
+# ---------------------------------------------------------------- configured schema
+
+
+@pytest.mark.postgres
+def test_postgres_statements_qualify_a_configured_schema(scratch_pg_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(scratch_pg_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA other")
+        Migrator(conn, schema="other").migrate_up()
+        ex = Executor(conn, PostgresDialect("other"))
+        listener = psycopg.connect(scratch_pg_url, autocommit=True)
+        listener.execute('LISTEN "other.river_control"')
+        (first,) = ex.run(InsertJobs(jobs=(job(unique_key=KEY, unique_states=245),)))
+        (dup,) = ex.run(InsertJobs(jobs=(job(unique_key=KEY, unique_states=245),)))
+        assert dup.unique_skipped_as_duplicate and dup.job.id == first.job.id
+        (waiting,) = ex.run(InsertFullJobs(rows=(full(state=S.SCHEDULED, scheduled_at=T0,
+                                                      unique_key=KEY, unique_states=1),)))
+        (scheduled,) = ex.run(ScheduleJobs(now=T0 + timedelta(seconds=5), limit=5))
+        assert scheduled.conflict_discarded and scheduled.job.id == waiting.id
+        (claimed,) = ex.run(ClaimJobs(queue="default", limit=5, client_id="me"))
+        ex.run(CancelJob(id=claimed.id, cancel_attempted_at=b'"2031-03-04T12:00:00Z"'))
+        (note,) = list(listener.notifies(timeout=5, stop_after=1))
+        listener.close()
+        assert json.loads(note.payload)["job_id"] == claimed.id
+        (done,) = ex.run(SetStateIfRunning(updates=(
+            SetStateUpdate(id=claimed.id, state=S.RETRYABLE, error=err(1), scheduled_at=T0),)))
+        assert done.state is S.CANCELLED
+        assert ex.run(IndexExists(index="river_job_kind")) is True
+        assert conn.execute("SELECT count(*) FROM other.river_job").fetchone() == (2,)
