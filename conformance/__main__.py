@@ -17,8 +17,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="directory of fixture files in the same format (default: the bundled ones)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     parser.add_argument("--family", action="append", help="run only this family (repeatable)")
-    parser.add_argument("--database-url", default=os.environ.get("RIVER_TEST_DATABASE_URL"),
-                        help="Postgres URL for the schema_postgres family (default: $RIVER_TEST_DATABASE_URL)")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("RIVER_TEST_DATABASE_URL"),
+        help="Postgres URL for the schema_postgres family (default: $RIVER_TEST_DATABASE_URL)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every failure in full")
     args = parser.parse_args(argv)
 

@@ -13,9 +13,10 @@ def sqlite_module() -> ModuleType:
     """The DB-API module to use: stdlib ``sqlite3`` when recent enough, else ``sqlean``."""
     if sqlite3.sqlite_version_info >= MIN_VERSION:
         return sqlite3
-    import sqlean
+    import sqlean  # type: ignore[import-untyped]
 
-    return sqlean
+    module: ModuleType = sqlean
+    return module
 
 
 def connect_sqlite(path: str, *, busy_timeout_ms: int = 5000, **kwargs: Any) -> Any:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import ClassVar
 
 from river_protocol.dialects.base import Dialect
 from river_protocol.errors import ValidationError

@@ -519,7 +519,7 @@ class Order:
     flag: bool = arg_field(omitempty=True, default=False)
     count: int = arg_field(omitempty=True, default=0)
     ratio: float = arg_field(omitempty=True, default=0.0)
-    tags: list[str] | None = arg_field(omitempty=True, default=None)  # noqa: RUF009
+    tags: list[str] | None = arg_field(omitempty=True, default=None)
     blob: bytes = arg_field(omitempty=True, default=b"")
     secret: str = arg_field(skip=True, default="hidden")
     at: datetime | None = None

@@ -138,7 +138,8 @@ def test_source_has_no_clock_or_global_random_calls() -> None:
                     owner.attr if isinstance(owner, ast.Attribute) else None)
                 pair = (owner_name, node.func.attr)
                 if pair in CLOCK_CALLS or (owner_name == "random" and node.func.attr in RANDOM_GLOBALS):
-                    problems.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno} {owner_name}.{node.func.attr}")
+                    where = f"{path.relative_to(PACKAGE_DIR)}:{node.lineno}"
+                    problems.append(f"{where} {owner_name}.{node.func.attr}")
             if isinstance(node, ast.ImportFrom) and node.module in ("random", "secrets"):
                 problems.append(f"{path.relative_to(PACKAGE_DIR)}:{node.lineno} from {node.module} import")
     assert not problems, problems

@@ -268,9 +268,9 @@ class Address:
 class OrderArgs:
     kind: ClassVar[str] = "order"
     zeta: int = arg_field(json="Zeta", unique=True, default=0)
-    customer: Customer = arg_field(json="customer", default_factory=Customer)  # noqa: RUF009
-    address: Address = arg_field(json="address", unique=True, default_factory=Address)  # noqa: RUF009
-    maybe: Customer | None = arg_field(json="maybe", unique=True, default=None)  # noqa: RUF009
+    customer: Customer = arg_field(json="customer", default_factory=Customer)
+    address: Address = arg_field(json="address", unique=True, default_factory=Address)
+    maybe: Customer | None = arg_field(json="maybe", unique=True, default=None)
     plain: str = arg_field(json="plain", default="")
 
 
