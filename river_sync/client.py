@@ -1,0 +1,579 @@
+"""The threaded River client: inserting jobs and working them with one thread per job.
+
+This module only does I/O. Configuration, insert planning, notification
+routing and every outcome rule come from ``river_protocol.client_core`` and
+``river_protocol.work``; the machines (producers, completer) run on
+``MachineRunner`` threads. ``river_trio`` mirrors these names.
+
+Threads: one runner per queue producer, one for the completer, the notifier's
+own threads, one watchdog for job timeouts, and one thread per running job.
+``stop()`` joins all of them except job threads whose worker ignores its
+cancellation token: Python can't kill a thread, so such a worker keeps its
+thread and its queue slot until it returns (and ``stop()`` waits for it). The
+client logs a warning at the timeout and again once it is stuck (timeout +
+10 s) and counts both in ``stats()``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import socket
+import threading
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from river_protocol.client_core import (
+    EVENT_FOR_QUEUE,
+    EVENT_FOR_REASON,
+    ClientConfig,
+    ClientCore,
+    EventKind,
+    InsertManyParams,
+    JobPlan,
+    MaintenanceConfig,
+    QueueConfig,
+    default_client_id,
+)
+from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import GetQueue, InsertResult
+from river_protocol.machines.base import Event as MachineEvent
+from river_protocol.machines.base import Stop
+from river_protocol.machines.completer import CompleterOutput, Submit
+from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT
+from river_protocol.machines.producer import JobFinished, ProducerOutput, Start, TriggerFetch
+from river_protocol.options import InsertOpts
+from river_protocol.outcomes import Outcome
+from river_protocol.retry import RetryPolicy
+from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
+from river_protocol.workers import Workers
+from river_sync.context import CancellationToken, WorkContext
+from river_sync.database import Database
+from river_sync.events import Event, EventHub, Subscription
+from river_sync.notifier import NotifierProtocol, notifier_for
+from river_sync.notifier import Subscription as NotifySubscription
+from river_sync.runner import MachineRunner, utcnow
+
+log = logging.getLogger(__name__)
+
+ErrorHandler = Callable[[Any, BaseException], Any]
+Middleware = Callable[[WorkContext, Any, Callable[[WorkContext, Any], Any]], Any]
+
+
+@dataclass(slots=True)
+class ClientStats:
+    running: int = 0
+    timed_out: int = 0  # runs whose token was set by their job timeout
+    stuck: int = 0  # runs still going 10 s after their timeout
+    stuck_now: int = 0  # of those, still running now
+
+
+@dataclass(eq=False, slots=True)
+class _Run:
+    queue: str
+    plan: JobPlan
+    token: CancellationToken
+    started_at: datetime
+    ctx: WorkContext | None = None
+    stuck: bool = False
+    thread: threading.Thread | None = None
+
+
+# ---------------------------------------------------------------- database argument
+
+
+def _open_database(database: Any, schema: str | None) -> tuple[Database, bool]:
+    """(Database, owned) for any accepted ``database`` argument."""
+    if isinstance(database, Database):
+        if schema is not None and database.dialect.schema != schema:
+            raise ValidationError(
+                f"schema {schema!r} differs from the Database's schema {database.dialect.schema!r}"
+            )
+        return database, False
+    if isinstance(database, Path):
+        return Database.from_sqlite_path(str(database), schema=schema), True
+    if isinstance(database, str):
+        if "://" in database:
+            return Database.from_url(database, schema=schema), True
+        return Database.from_sqlite_path(database, schema=schema), True
+    module = type(database).__module__
+    if module.startswith("psycopg_pool"):
+        return Database.from_pool(database, schema=schema), False
+    if module.startswith("sqlalchemy"):
+        return Database.from_sqlalchemy_engine(database, schema=schema), False
+    raise ValidationError(
+        f"unsupported database {type(database).__qualname__}: pass a URL, a SQLite path, a "
+        "psycopg_pool.ConnectionPool, a SQLAlchemy Engine or a river_sync.database.Database"
+    )
+
+
+# ---------------------------------------------------------------- watchdog
+
+
+class _Watchdog:
+    """One thread firing per-run deadlines (job timeout, then the stuck warning)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[datetime, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="river-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def at(self, when: datetime, action: Callable[[], None]) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (when, next(self._seq), action))
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping:
+                    if self._heap and self._heap[0][0] <= utcnow():
+                        break
+                    wait = (self._heap[0][0] - utcnow()).total_seconds() if self._heap else None
+                    self._cond.wait(wait)
+                if self._stopping:
+                    return
+                _, _, action = heapq.heappop(self._heap)
+            try:
+                action()
+            except Exception:
+                log.exception("river-watchdog: a deadline action failed")
+
+
+# ---------------------------------------------------------------- the client
+
+
+class Client:
+    """A River client on Postgres or SQLite.
+
+    ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
+    file path, a ``psycopg_pool.ConnectionPool``, a SQLAlchemy ``Engine`` or a
+    ``river_sync.database.Database``. Without ``queues`` the client is
+    insert-only and needs no ``start()``.
+
+    Workers are called as ``fn(ctx, args)`` (or ``fn(args)`` when they take one
+    parameter). Returning completes the job; raising ``JobSnooze``,
+    ``JobCancel`` or ``JobDiscard`` (or returning one, or a ``WorkOutcome``)
+    requests that outcome; any other exception is retried per the retry
+    policy. ``error_handler(job, exc)`` may return True to cancel the job
+    instead. ``middleware`` entries are ``mw(ctx, args, call_next)``.
+    """
+
+    def __init__(
+        self,
+        database: Any,
+        *,
+        queues: dict[str, QueueConfig] | None = None,
+        workers: Workers | None = None,
+        client_id: str | None = None,
+        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
+        soft_stop_timeout: timedelta | None = None,
+        leader_election: bool = True,
+        fetch_only_known_kinds: bool = False,
+        periodic_jobs: Sequence[Any] = (),
+        maintenance: MaintenanceConfig | None = None,
+        error_handler: ErrorHandler | None = None,
+        middleware: Sequence[Middleware] = (),
+        notifications: bool = True,
+        retry_policy: RetryPolicy | None = None,
+        schema: str | None = None,
+        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
+        fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
+        skip_unknown_job_check: bool = False,
+    ) -> None:
+        if fetch_only_known_kinds:
+            raise ValidationError("fetch_only_known_kinds is not supported yet: River fetches every kind")
+        if periodic_jobs:
+            raise ValidationError("periodic_jobs are not wired into the threaded client yet")
+        self._db, self._owns_db = _open_database(database, schema)
+        try:
+            config = ClientConfig(
+                client_id=client_id or default_client_id(socket.gethostname(), utcnow()),
+                dialect=self._db.dialect.name,
+                queues=dict(queues or {}),
+                job_timeout=job_timeout,
+                max_attempts=max_attempts,
+                fetch_cooldown=fetch_cooldown,
+                notifications=notifications,
+                retry_policy=retry_policy,
+                skip_unknown_job_check=skip_unknown_job_check,
+                maintenance=maintenance or MaintenanceConfig(),
+            )
+            self._rng = random.Random()
+            self._core = ClientCore(config, workers, self._rng)
+        except BaseException:
+            if self._owns_db:
+                self._db.close()
+            raise
+        self.soft_stop_timeout = soft_stop_timeout
+        self.leader_election = leader_election  # hook: the elector is not wired yet (see README)
+        self._error_handler = error_handler
+        self._middleware = tuple(middleware)
+        self._lock = threading.Lock()  # the core, the run table, lifecycle state
+        self._events = EventHub()
+        self._runs: dict[int, _Run] = {}
+        self._runs_idle = threading.Condition(self._lock)
+        self._producers: dict[str, MachineRunner] = {}
+        self._completer: MachineRunner | None = None
+        self._notifier: NotifierProtocol | None = None
+        self._notify_subs: list[NotifySubscription] = []
+        self._watchdog: _Watchdog | None = None
+        self._state = "new"  # new -> started -> stopping -> stopped
+        self._hard_stop = False
+        self._stopped = threading.Event()
+        self._stop_lock = threading.Lock()
+        self._stats = ClientStats()
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def client_id(self) -> str:
+        return self._core.config.client_id
+
+    @property
+    def schema(self) -> str | None:
+        return self._db.dialect.schema
+
+    @property
+    def database(self) -> Database:
+        return self._db
+
+    def stats(self) -> ClientStats:
+        with self._lock:
+            return ClientStats(
+                running=len(self._runs), timed_out=self._stats.timed_out, stuck=self._stats.stuck,
+                stuck_now=sum(1 for r in self._runs.values() if r.stuck),
+            )
+
+    # ---------------------------------------------------------------- insert
+
+    def insert(self, args: Any, opts: InsertOpts | None = None, *, tx: Any = None) -> InsertResult:
+        """Insert one job; with ``tx`` it exists (and is announced) only if ``tx`` commits."""
+        return self._insert((InsertManyParams(args, opts),), tx)[0]
+
+    def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> list[InsertResult]:
+        """Insert args / ``InsertManyParams`` atomically; results follow the input order."""
+        return self._insert(tuple(items), tx)
+
+    def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
+        with self._lock:
+            plan = self._core.plan_insert(items, utcnow())
+        if tx is not None:
+            from river_sync.txadapt import executor_for_caller_tx
+
+            executor = executor_for_caller_tx(tx, schema=self.schema)
+            if executor.dialect.name != self._db.dialect.name:
+                raise ValidationError(
+                    f"tx is a {executor.dialect.name} transaction but the client uses {self._db.dialect.name}"
+                )
+            results = self._run_plan(executor, plan.intents)
+        else:
+            with self._db.transaction() as executor:
+                results = self._run_plan(executor, plan.intents)
+            # Our own producers hear about it at once, listener or not (§5.4).
+            self._poke(plan.available_queues)
+        return list(results)
+
+    @staticmethod
+    def _run_plan(executor: Any, intents: Sequence[Any]) -> Any:
+        # The Notify rides in the insert's transaction: announced only if it commits.
+        results = [executor.run(intent) for intent in intents]
+        return results[0]
+
+    def _poke(self, queues: Iterable[str]) -> None:
+        for queue in queues:
+            runner = self._producers.get(queue)
+            if runner is not None and self._state == "started":
+                runner.post(TriggerFetch())
+
+    # ---------------------------------------------------------------- events
+
+    def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
+        """Events of ``kinds`` (all when None) in a bounded queue; overflow is counted in ``dropped``."""
+        return self._events.subscribe(kinds, maxsize)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Start working the configured queues (a no-op for an insert-only client)."""
+        with self._lock:
+            if self._state != "new":
+                raise RiverError(f"client cannot start: it is {self._state}")
+            self._state = "started"
+        if not self._core.works_jobs:
+            return
+        try:
+            self._start_runtime()
+        except BaseException:
+            self._teardown()
+            raise
+
+    def _start_runtime(self) -> None:
+        self._watchdog = _Watchdog()
+        self._watchdog.start()
+        self._completer = MachineRunner(
+            self._core.make_completer(), self._db, name="completer", on_output=self._on_completer_output
+        )
+        self._completer.start()
+        for name, producer in self._core.make_producers().items():
+            self._producers[name] = MachineRunner(
+                producer, self._db, name=f"producer-{name}",
+                on_output=self._producer_hook(name),
+                readonly=lambda intent: isinstance(intent, GetQueue),
+            )
+        notifier = notifier_for(self._db, enabled=self._core.config.notifications)
+        for topic in (TOPIC_INSERT, TOPIC_CONTROL):
+            self._notify_subs.append(notifier.subscribe(topic, self._on_notification))
+        notifier.start()
+        self._notifier = notifier
+        for runner in self._producers.values():
+            runner.start(Start())
+
+    def __enter__(self) -> Client:
+        if self._state == "new":
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, timeout: timedelta | float | None = None) -> None:
+        """Soft stop: stop fetching, let running jobs finish, flush their outcomes.
+
+        Jobs still running after ``timeout`` (default: ``soft_stop_timeout``;
+        seconds or a timedelta) get their token set with the stop cause, as
+        ``stop_and_cancel`` does. Without either, it waits for every job.
+        """
+        limit = timeout if timeout is not None else self.soft_stop_timeout
+        seconds = limit.total_seconds() if isinstance(limit, timedelta) else limit
+        self._stop(escalate_after=seconds)
+
+    def stop_and_cancel(self) -> None:
+        """Hard stop: set every running job's token (stop cause), then stop as ``stop()`` does.
+
+        Jobs that give up by raising ``WorkCancelled`` go back to ``available``
+        without consuming an attempt (River's "interrupted").
+        """
+        with self._lock:
+            self._hard_stop = True
+        self._cancel_all(CancelCause.STOP)
+        self._stop(escalate_after=None)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the client has stopped; False on timeout."""
+        return self._stopped.wait(timeout)
+
+    def _stop(self, escalate_after: float | None) -> None:
+        with self._stop_lock:
+            with self._lock:
+                if self._state in ("stopped",):
+                    return
+                was_new = self._state == "new"
+                self._state = "stopping"
+            if not was_new and self._core.works_jobs:
+                for runner in self._producers.values():
+                    runner.post(Stop())
+                if not self._wait_producers(escalate_after):
+                    log.warning("river: soft stop timed out; cancelling running jobs")
+                    self._cancel_all(CancelCause.STOP)
+                    self._wait_producers(None)
+                if self._completer is not None:
+                    self._completer.post(Stop())
+                    self._completer.done.wait()
+            self._teardown()
+
+    def _wait_producers(self, timeout: float | None) -> bool:
+        deadline = None if timeout is None else utcnow() + timedelta(seconds=timeout)
+        for runner in self._producers.values():
+            left = None if deadline is None else max((deadline - utcnow()).total_seconds(), 0.0)
+            if not runner.done.wait(left):
+                return False
+        return True
+
+    def _teardown(self) -> None:
+        for sub in self._notify_subs:
+            sub.unsubscribe()
+        self._notify_subs = []
+        if self._notifier is not None:
+            self._notifier.stop()
+        for runner in self._producers.values():
+            runner.finish()
+            runner.join()
+        if self._completer is not None:
+            self._completer.finish()
+            self._completer.join()
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        if self._owns_db:
+            self._db.close()
+        with self._lock:
+            self._state = "stopped"
+        self._events.close_all()
+        self._stopped.set()
+
+    def _cancel_all(self, cause: CancelCause) -> None:
+        with self._lock:
+            runs = list(self._runs.values())
+        for run in runs:
+            run.token.cancel(cause)
+
+    # ---------------------------------------------------------------- machine outputs
+
+    def _on_notification(self, topic: str, payload: str) -> None:
+        with self._lock:
+            routes = self._core.route_notification(topic, payload)
+        for queue, event in routes:
+            self._post_to_producer(queue, event)
+
+    def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
+        runner = self._producers.get(queue)
+        if runner is None:
+            return
+        # Before its start upsert answered a producer accepts no triggers; its own start
+        # fetch covers anything announced meanwhile (Go subscribes only after that upsert).
+        if runner.machine.state.value in ("new", "starting"):
+            return
+        runner.post(event)
+
+    def _producer_hook(self, queue: str) -> Callable[[Any], None]:
+        return lambda out: self._on_producer_output(queue, out)
+
+    def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
+        for job in out.start_jobs:
+            self._start_job(queue, job)
+        if out.cancel_job_ids:
+            with self._lock:
+                runs = [self._runs[i] for i in out.cancel_job_ids if i in self._runs]
+            for run in runs:
+                run.token.cancel(CancelCause.REMOTE_CANCEL)
+        for qe in out.queue_events:
+            self._events.publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
+        if out.start_error is not None:
+            log.error("river: producer for queue %r failed to start: %s", queue, out.start_error)
+        if out.stopped:
+            self._producers[queue].finish()
+
+    def _on_completer_output(self, out: CompleterOutput) -> None:
+        for completion in out.completions:
+            kind = EVENT_FOR_REASON[completion.reason]
+            self._events.publish(Event(kind, job=completion.job, queue=completion.job.queue))
+        for missing in out.missing:
+            log.info("river: job %d was deleted before its outcome was recorded", missing.update.id)
+        for dropped in out.dropped:
+            log.error("river: outcome of job %d was lost: %s", dropped.update.id, dropped.error)
+        if out.stopped and self._completer is not None:
+            self._completer.finish()
+
+    # ---------------------------------------------------------------- running jobs
+
+    def _start_job(self, queue: str, job: Any) -> None:
+        with self._lock:
+            plan = self._core.plan_job(job)
+            run = _Run(queue, plan, CancellationToken(), utcnow())
+            self._runs[job.id] = run
+            hard = self._hard_stop
+        if hard:
+            run.token.cancel(CancelCause.STOP)
+        if plan.immediate is not None:
+            self._finish_run(run, plan.immediate, metadata={})
+            return
+        if plan.timeout is not None and self._watchdog is not None:
+            self._watchdog.at(run.started_at + plan.timeout, lambda: self._on_timeout(run))
+        run.thread = threading.Thread(target=self._work, args=(run,), name=f"river-job-{job.id}", daemon=True)
+        run.thread.start()
+
+    def _on_timeout(self, run: _Run) -> None:
+        with self._lock:
+            if run.plan.job.id not in self._runs or self._runs[run.plan.job.id] is not run:
+                return
+            self._stats.timed_out += 1
+        run.token.cancel(CancelCause.TIMEOUT)
+        timeout = run.plan.timeout
+        log.warning("river: job %d (%s) exceeded its timeout of %s; its token is set",
+                    run.plan.job.id, run.plan.job.kind, timeout)
+        if self._watchdog is not None and timeout is not None:
+            self._watchdog.at(run.started_at + self._core.stuck_after(timeout), lambda: self._on_stuck(run))
+
+    def _on_stuck(self, run: _Run) -> None:
+        with self._lock:
+            if self._runs.get(run.plan.job.id) is not run:
+                return
+            run.stuck = True
+            self._stats.stuck += 1
+        log.warning("river: job %d (%s) is stuck: still running after its timeout; a thread can't be "
+                    "killed, so it keeps its thread and queue slot until it returns",
+                    run.plan.job.id, run.plan.job.kind)
+
+    def _call_chain(self, run: _Run) -> Callable[[WorkContext, Any], Any]:
+        worker = run.plan.worker
+        assert worker is not None
+        call: Callable[[WorkContext, Any], Any] = worker.call
+        for mw in reversed(self._middleware):
+            call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
+        return call
+
+    def _work(self, run: _Run) -> None:
+        ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
+        run.ctx = ctx
+        result: Any = None
+        error: BaseException | None = None
+        trace = ""
+        try:
+            result = self._call_chain(run)(ctx, run.plan.args)
+        except BaseException as exc:  # a worker must never take its thread's report down
+            error, trace = exc, traceback.format_exc()
+        try:
+            cause = run.token.cause
+            outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
+            handler_cancel = False
+            if self._error_handler is not None and error is not None and wants_error_handler(outcome, cause):
+                try:
+                    handler_cancel = bool(self._error_handler(run.plan.job, error))
+                except Exception:
+                    log.exception("river: error handler failed for job %d", run.plan.job.id)
+            self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
+        except Exception:
+            log.exception("river: could not report the outcome of job %d", run.plan.job.id)
+            self._release(run)
+
+    def _finish_run(
+        self, run: _Run, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
+    ) -> None:
+        with self._lock:
+            finish = self._core.finish_job(
+                run.plan, outcome, now=utcnow(), started_at=run.started_at, cancel_cause=run.token.cause,
+                error_handler_cancel=handler_cancel, metadata_updates=metadata,
+            )
+        if self._completer is not None:
+            self._completer.post(Submit(finish.update, finish.reason, context=run))
+        self._release(run)
+
+    def _release(self, run: _Run) -> None:
+        job_id = run.plan.job.id
+        with self._lock:
+            if self._runs.get(job_id) is run:
+                del self._runs[job_id]
+            self._runs_idle.notify_all()
+        self._producers[run.queue].post(JobFinished(job_id))
+
+
+__all__ = ["Client", "ClientStats", "InsertManyParams", "MaintenanceConfig", "QueueConfig"]

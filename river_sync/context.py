@@ -1,0 +1,95 @@
+"""What a worker receives besides its args: ``WorkContext`` and its cancellation token.
+
+Python threads can't be interrupted, so cancellation is cooperative: the
+client *sets* the token (job timeout, remote cancel, client stop) and the
+worker checks it (``ctx.cancelled``, ``ctx.token.wait(seconds)``,
+``ctx.token.raise_if_cancelled()``). A worker that ignores its token keeps
+its thread and its queue slot until it returns.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from river_protocol.job import JobRow
+from river_protocol.outcomes import record_output
+from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
+
+if TYPE_CHECKING:
+    from river_sync.client import Client
+
+
+class CancellationToken:
+    """A ``threading.Event`` that remembers why it was set (the first cause wins)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self.cause: CancelCause | None = None
+
+    def cancel(self, cause: CancelCause) -> bool:
+        """Set the token; False when it was already set (the earlier cause is kept)."""
+        with self._lock:
+            if self.cause is not None:
+                return False
+            self.cause = cause
+        self._event.set()
+        return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Sleep up to ``timeout`` seconds, waking early when cancelled; True if cancelled."""
+        return self._event.wait(timeout)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``WorkCancelled`` when set: the way to give up that records the right outcome."""
+        cause = self.cause
+        if cause is not None:
+            raise WorkCancelled(cause)
+
+
+class WorkContext:
+    """Per-run context: the job row, decoded args, the client and the cancellation token."""
+
+    def __init__(self, job: JobRow, args: Any, client: Client, token: CancellationToken) -> None:
+        self.job = job
+        self.args = args
+        self.client = client
+        self.token = token
+        self.metadata_updates: dict[str, Any] = {}
+        self.completed_in_tx = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self.token.is_set()
+
+    @property
+    def cancel_cause(self) -> CancelCause | None:
+        return self.token.cause
+
+    def raise_if_cancelled(self) -> None:
+        self.token.raise_if_cancelled()
+
+    def record_output(self, value: Any) -> None:
+        """Store ``value`` (JSON-encodable, ≤ 32 MB encoded) as the job's ``metadata.output``."""
+        self.metadata_updates.update(record_output(value))
+
+    def complete_in(self, tx: Any) -> JobRow | None:
+        """Mark this job completed inside the caller's transaction ``tx`` (PROTOCOL.md §7.5).
+
+        ``tx`` is a psycopg connection, SQLAlchemy Connection/Session or sqlite3
+        connection with an open transaction; the job is completed only if it
+        commits. Returns the row as updated (None if the job no longer exists).
+        """
+        from river_protocol.intents import SetStateIfRunning
+        from river_sync.txadapt import executor_for_caller_tx
+
+        update = complete_in_tx_update(self.job, datetime.now(UTC), self.metadata_updates)
+        executor = executor_for_caller_tx(tx, schema=self.client.schema)
+        rows = executor.run(SetStateIfRunning(updates=(update,)))
+        self.completed_in_tx = True
+        return rows[0] if rows else None

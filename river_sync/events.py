@@ -1,0 +1,111 @@
+"""Client events for subscribers: bounded queues that drop (and count) rather than block.
+
+A slow subscriber must never hold up the completer, so a full subscription
+drops new events and counts them in ``dropped``.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from river_protocol.client_core import EventKind, parse_event_kinds
+from river_protocol.errors import ValidationError
+from river_protocol.job import JobRow
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """``job`` is the row as persisted (job events); ``queue`` names the queue (queue events)."""
+
+    kind: EventKind
+    job: JobRow | None = None
+    queue: str | None = None
+    metadata: bytes | None = None
+
+
+_CLOSED: Any = object()
+
+
+class Subscription:
+    """Iterate it, or ``get(timeout)``; ``close()`` ends iteration. Also a context manager."""
+
+    def __init__(self, hub: EventHub, kinds: frozenset[EventKind], maxsize: int) -> None:
+        self.kinds = kinds
+        self._hub = hub
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize + 1)  # +1: room for the close marker
+        self._maxsize = maxsize
+        self.dropped = 0
+        self.closed = False
+
+    def _offer(self, event: Event) -> None:
+        if self.closed or event.kind not in self.kinds:
+            return
+        try:
+            if self._queue.qsize() >= self._maxsize:
+                raise queue.Full
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self.dropped += 1
+
+    def get(self, timeout: float | None = None) -> Event:
+        """The next event; raises ``queue.Empty`` on timeout and ``EOFError`` once closed and drained."""
+        item = self._queue.get(timeout=timeout)
+        if item is _CLOSED:
+            self._queue.put_nowait(_CLOSED)
+            raise EOFError("subscription closed")
+        assert isinstance(item, Event)
+        return item
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            try:
+                yield self.get()
+            except EOFError:
+                return
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._hub._remove(self)
+            self._queue.put(_CLOSED)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self._subs: list[Subscription] = []
+        self._lock = threading.Lock()
+
+    def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
+        if maxsize < 1:
+            raise ValidationError(f"maxsize must be at least 1, got {maxsize}")
+        sub = Subscription(self, parse_event_kinds(kinds), maxsize)
+        with self._lock:
+            self._subs.append(sub)
+        return sub
+
+    def publish(self, event: Event) -> None:
+        with self._lock:
+            subs = list(self._subs)
+        for sub in subs:
+            sub._offer(event)
+
+    def _remove(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subs:
+                self._subs.remove(sub)
+
+    def close_all(self) -> None:
+        with self._lock:
+            subs, self._subs = list(self._subs), []
+        for sub in subs:
+            sub.close()
