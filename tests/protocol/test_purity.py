@@ -197,7 +197,8 @@ def test_core_paths_run_without_clock_or_global_randomness() -> None:
                      attempted_at=now, scheduled_at=now, created_at=now)
         update = outcome_to_update(job, Failed("boom"), now=now, started_at=now,
                                    retry_policy=DefaultRetryPolicy(), rand=0.5)
-        assert update.state is JobState.RETRYABLE
+        assert update.state is JobState.AVAILABLE  # a 1 s first retry skips the scheduler
+        assert update.scheduled_at == now + timedelta(seconds=1)
         snooze = outcome_to_update(job, Snooze(timedelta(seconds=1)), now=now, started_at=now)
         assert snooze.state is JobState.AVAILABLE
         assert parse_cron("*/5 * * * *").next(now) == now + timedelta(minutes=5)
