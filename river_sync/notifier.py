@@ -248,14 +248,15 @@ class Notifier(_Hub):
         self._backoff = backoff
         self._on_listening = on_listening
         self._lifecycle_lock = threading.Lock()
-        self._state_lock = threading.Lock()  # guards _connected and _waiters
+        self._state_lock = threading.Lock()  # guards _down and _waiters
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._wake_r: socket.socket | None = None
         self._wake_w: socket.socket | None = None
         self._waiters: list[threading.Event] = []
         self._listened: set[str] = set()
-        self._connected = False
+        # True between a lost connection and the next LISTEN: subscribers then don't wait.
+        self._down = True
         self._listening_ok = False
         self._prefix = ""
         self.reconnects = 0
@@ -271,7 +272,8 @@ class Notifier(_Hub):
 
     def start(self) -> None:
         """Connect (raising if that fails, to surface configuration errors early) and
-        start listening in the background. Idempotent while running."""
+        start listening in the background; returns once the subscribed topics are
+        LISTENed (or the first connection was lost). Idempotent while running."""
         with self._lifecycle_lock:
             if self._thread is not None:
                 return
@@ -283,7 +285,13 @@ class Notifier(_Hub):
             self._start_dispatcher()
             self._thread = threading.Thread(target=self._run, args=(conn,), name="river-notifier-listen",
                                             daemon=True)
+            listening = threading.Event()
+            with self._state_lock:
+                self._down = False  # connected: subscribers wait for the first LISTEN
+                self._waiters.append(listening)
             self._thread.start()
+        # Topics subscribed before start are LISTENed once this returns.
+        listening.wait(self._connect_timeout)
 
     def stop(self) -> None:
         """Stop listening, close the connection and join both threads."""
@@ -313,7 +321,8 @@ class Notifier(_Hub):
         """Have the listener thread LISTEN/UNLISTEN now and wait until it did, so a
         notification sent after ``subscribe`` returns is received."""
         with self._state_lock:
-            if not self._connected or self._thread is threading.current_thread():
+            listener = self._thread
+            if self._down or listener is None or listener is threading.current_thread():
                 return  # the next connection LISTENs to whatever is subscribed then
             done = threading.Event()
             self._waiters.append(done)
@@ -344,7 +353,7 @@ class Notifier(_Hub):
                         conn.close()
                 conn = None
                 with self._state_lock:
-                    self._connected = False
+                    self._down = True
                     self._listened = set()
                     # Subscribers waiting for a LISTEN get it on the next connection.
                     waiters, self._waiters = self._waiters, []
@@ -367,7 +376,7 @@ class Notifier(_Hub):
             schema = str(row[0])
         self._prefix = schema + "."
         with self._state_lock:
-            self._connected = True
+            self._down = False
         self._reconcile(conn)
         self._listening_ok = True
         _call_hook(self._on_listening, "river-notifier")
