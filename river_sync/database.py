@@ -437,15 +437,14 @@ def sqlalchemy_kind(engine_or_dialect: Any) -> str:
 
 
 def sqlite_path_from_url(url: str) -> str:
-    """``sqlite:///rel.db`` -> ``rel.db``, ``sqlite:////abs.db`` -> ``/abs.db``, ``sqlite://`` -> memory."""
+    """Go River's CLI convention: ``sqlite://rel.db`` is relative, ``sqlite:///abs.db`` absolute;
+    ``sqlite://`` and ``sqlite://:memory:`` are an in-memory database."""
     rest = url.split("://", 1)[1] if "://" in url else url.split(":", 1)[1]
-    if rest in ("", "/", ":memory:", "/:memory:"):
+    if rest in ("", ":memory:"):
         return ":memory:"
-    if not rest.startswith("/"):
-        raise ValidationError(
-            f"invalid SQLite URL {url!r}: use sqlite:///relative/path.db or sqlite:////absolute/path.db"
-        )
-    return rest[1:]
+    from river_sync.db import sqlite_path
+
+    return sqlite_path(url)
 
 
 def _strip_driver(url: str) -> str:

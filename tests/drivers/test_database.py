@@ -259,7 +259,7 @@ def test_sqlite_from_path_and_url(sqlite_db: str) -> None:
     with Database.from_sqlite_path(sqlite_db) as db:
         assert isinstance(db.dialect, SQLiteDialect)
         _exercise(db)
-    with Database.from_url("sqlite:///" + sqlite_db) as db:
+    with Database.from_url("sqlite://" + sqlite_db) as db:
         assert db.run(CountMarks()) == 14
         with pytest.raises(ValidationError, match="SQLite has no LISTEN"):
             db.connect_dedicated()
@@ -326,12 +326,12 @@ def test_sqlite_left_open_transaction_is_rolled_back(sqlite_db: str) -> None:
 
 
 def test_url_parsing() -> None:
-    assert sqlite_path_from_url("sqlite:///rel/x.db") == "rel/x.db"
-    assert sqlite_path_from_url("sqlite:////abs/x.db") == "/abs/x.db"
+    assert sqlite_path_from_url("sqlite://rel/x.db") == "rel/x.db"
+    assert sqlite_path_from_url("sqlite:///abs/x.db") == "/abs/x.db"
     assert sqlite_path_from_url("sqlite://") == ":memory:"
-    assert sqlite_path_from_url("sqlite:///:memory:") == ":memory:"
-    with pytest.raises(ValidationError, match="invalid SQLite URL"):
-        sqlite_path_from_url("sqlite://host/x.db")
+    assert sqlite_path_from_url("sqlite://:memory:") == ":memory:"
+    with pytest.raises(ValidationError):
+        sqlite_path_from_url("sqlite://x.db?mode=ro")
     with pytest.raises(ValidationError, match="unsupported database URL"):
         Database.from_url("mysql://localhost/db")
     with pytest.raises(ValidationError, match="pool_size"):
