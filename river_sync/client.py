@@ -396,6 +396,9 @@ class Client:
                     log.warning("river: soft stop timed out; cancelling running jobs")
                     self._cancel_all(CancelCause.STOP)
                     self._wait_producers(None)
+                with self._lock:
+                    # Every outcome must reach the completer before it is told to stop.
+                    self._runs_idle.wait_for(lambda: not self._runs)
                 if self._completer is not None:
                     self._completer.post(Stop())
                     self._completer.done.wait()
@@ -563,17 +566,22 @@ class Client:
                 run.plan, outcome, now=utcnow(), started_at=run.started_at, cancel_cause=run.token.cause,
                 error_handler_cancel=handler_cancel, metadata_updates=metadata,
             )
+        # Slot first: once the completer commits, a claim may return this job again (see runner).
+        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
         if self._completer is not None:
             self._completer.post(Submit(finish.update, finish.reason, context=run))
-        self._release(run)
+        self._forget(run)
 
     def _release(self, run: _Run) -> None:
-        job_id = run.plan.job.id
+        """Give the slot back without an outcome (the report itself failed)."""
+        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
+        self._forget(run)
+
+    def _forget(self, run: _Run) -> None:
         with self._lock:
-            if self._runs.get(job_id) is run:
-                del self._runs[job_id]
+            if self._runs.get(run.plan.job.id) is run:
+                del self._runs[run.plan.job.id]
             self._runs_idle.notify_all()
-        self._producers[run.queue].post(JobFinished(job_id))
 
 
 __all__ = ["Client", "ClientStats", "InsertManyParams", "MaintenanceConfig", "QueueConfig"]

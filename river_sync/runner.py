@@ -7,6 +7,12 @@ effects such as jobs to start), then runs each output intent through the
 Intents run one at a time on this thread, so a machine never sees two answers
 at once and every intent is answered exactly once.
 
+Urgent events (``post(event, urgent=True)``) are handled before any queued
+event and before the next intent answer is fed back. The client posts
+``JobFinished`` that way: a job's outcome may be committed, and the job
+reclaimed by a claim already under way, before a plain queued event would be
+seen; the producer must learn the slot is free before it sees the reclaim.
+
 Statement timeouts: ``timeout_for(intent)`` is reported, not enforced mid-flight
 (a blocking DB-API call can't be interrupted from here); an intent that took
 longer is still answered with its real result.
@@ -52,6 +58,7 @@ class MachineRunner:
         self._readonly = readonly
         self._clock = clock
         self._events: deque[Event] = deque()
+        self._urgent: deque[Event] = deque()
         self._cond = threading.Condition()
         self._finishing = False
         self._thread: threading.Thread | None = None
@@ -65,9 +72,9 @@ class MachineRunner:
         self._thread = threading.Thread(target=self._run, name=f"river-{self.name}", daemon=True)
         self._thread.start()
 
-    def post(self, event: Event) -> None:
+    def post(self, event: Event, *, urgent: bool = False) -> None:
         with self._cond:
-            self._events.append(event)
+            (self._urgent if urgent else self._events).append(event)
             self._cond.notify()
 
     def finish(self) -> None:
@@ -86,7 +93,7 @@ class MachineRunner:
 
     def _next_event(self) -> Event | None:
         with self._cond:
-            while not self._events:
+            while not self._events and not self._urgent:
                 if self._finishing:
                     return None
                 deadline = self.machine.next_deadline()
@@ -97,7 +104,7 @@ class MachineRunner:
                 if wait <= 0:
                     return Tick()
                 self._cond.wait(wait)
-            return self._events.popleft()
+            return self._urgent.popleft() if self._urgent else self._events.popleft()
 
     def _run(self) -> None:
         try:
@@ -113,14 +120,22 @@ class MachineRunner:
         finally:
             self.done.set()
 
+    def _take_urgent(self) -> Event | None:
+        with self._cond:
+            return self._urgent.popleft() if self._urgent else None
+
     def _dispatch(self, event: Event) -> None:
-        pending: deque[Event] = deque([event])
-        while pending:
-            output: Output = self.machine.handle(pending.popleft(), self._clock())
+        answers: deque[Event] = deque()
+        current: Event | None = event
+        while current is not None:
+            output: Output = self.machine.handle(current, self._clock())
             if self._on_output is not None:
                 self._on_output(output)
             for intent in output.intents:
-                pending.append(self._execute(intent))
+                answers.append(self._execute(intent))
+            current = self._take_urgent()
+            if current is None and answers:
+                current = answers.popleft()
 
     def _execute(self, intent: Any) -> Event:
         readonly = self._readonly is not None and self._readonly(intent)
