@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+from pathlib import Path
 
 from river_protocol.errors import MigrationError, ValidationError
 
@@ -86,7 +86,9 @@ def migration(dialect_name: str, version: int, line: str = LINE_MAIN) -> Migrati
 def _load(dialect_name: str) -> tuple[Migration, ...]:
     scripts: dict[int, dict[str, str]] = {}
     names: dict[int, str] = {}
-    for entry in resources.files("river_protocol.migrations").joinpath(dialect_name).iterdir():
+    # The scripts ship beside this module like its source; reading them is loading the
+    # package, not database I/O (importlib.resources would pull in zipfile and threading).
+    for entry in sorted((Path(__file__).parent / dialect_name).iterdir()):
         match = _FILE_RE.match(entry.name)
         if match is None:
             continue
