@@ -84,7 +84,7 @@ def sqlite_path(tmp_path: Path) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if any(name in getattr(item, "fixturenames", ()) for name in
-               ("scratch_pg_url", "module_pg_url", "migrated_pg_url", "pg_url", "client_db_url")):
+               ("scratch_pg_url", "module_pg_url", "migrated_pg_url", "pg_url")):
             item.add_marker(pytest.mark.postgres)
 
 
