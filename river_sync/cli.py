@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "river_sync.cli_queues",
     "river_sync.cli_bench",
     "river_sync.cli_work",
+    "river_sync.cli_scaffold",
 )
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
