@@ -431,8 +431,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if job.state is JobState.CANCELLED:
         message = f"job {job.id} cancelled"
     elif job.state is JobState.RUNNING:
-        how = ("its client was notified and will stop it" if postgres
-               else "it is cancelled when its attempt ends")
+        how = ("its client was notified and asks the worker to stop" if postgres
+               else "SQLite sends no notification, so the attempt runs on; if it fails it is "
+               "cancelled instead of retried")
         message = f"job {job.id} is running: cancellation requested; {how}"
     else:
         message = f"job {job.id} is already {job.state.value}; nothing to cancel"

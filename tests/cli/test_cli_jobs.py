@@ -186,6 +186,24 @@ def test_missing_tables_and_missing_sqlite_file_explain_what_to_do(
     assert code == 1 and "River's tables are missing" in err and "river migrate-up" in err
 
 
+def test_postgres_schema_flag(capsys: pytest.CaptureFixture[str], scratch_pg_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(scratch_pg_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA custom")
+    with Migrator(scratch_pg_url, schema="custom") as m:
+        m.migrate_up()
+        Executor(m.conn, PostgresDialect(schema="custom")).run(
+            InsertFullJobs(rows=(job(), job(state=S.COMPLETED))))
+    flags = ["--database-url", scratch_pg_url]
+    assert main(["jobs", "stats", "--json", "--schema", "custom", *flags]) == 0
+    assert json.loads(capsys.readouterr().out)["total"] == 2
+    assert main(["jobs", "tidy", "--yes", "--schema", "custom", *flags]) == 0
+    assert capsys.readouterr().out == "deleted 1 job (1 completed)\n"
+    assert main(["jobs", "stats", *flags]) == 1  # public has no River tables
+    assert "River's tables are missing" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------- list
 
 
