@@ -70,4 +70,11 @@ Machine harness (``river_protocol.testing.harness``)
 
 from __future__ import annotations
 
+try:
+    import hypothesis  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "river_protocol.testing needs hypothesis; install it with: pip install 'river-python[test]'"
+    ) from exc
+
 __all__ = ["harness", "lifecycle", "strategies"]
