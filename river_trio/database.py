@@ -1,0 +1,641 @@
+"""Pooled database handles for the trio client: where async executors come from.
+
+An ``AsyncDatabase`` lends out connections wrapped in an ``AsyncExecutor`` and
+takes them back, like ``river_sync.database.Database``. Sources:
+
+- Postgres URL: a small trio-native pool of autocommit psycopg connections
+  (waiting for a free connection is an ordinary cancellable trio wait).
+- A caller's ``psycopg_pool.ConnectionPool`` (not closed by us).
+- A SQLAlchemy ``Engine`` (psycopg 3 or a SQLite module providing >= 3.45).
+- A SQLite path or ``sqlite://`` URL: one writer connection behind a trio lock
+  (SQLite has a single writer) and lazily opened read-only connections.
+
+Every blocking call (connect, statements, rollbacks, pool hand-offs) runs in a
+worker thread. ``limiter`` is a ``trio.CapacityLimiter`` sized to the pool: a
+borrowed connection holds one token for as long as it is out, so the threads
+working for this handle never outnumber its connections.
+
+A connection goes back idle (a leftover transaction is rolled back) and one
+that is broken, or that an interrupted cancel may still reach, is discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import trio
+
+from river_protocol.dialects.base import Dialect
+from river_protocol.dialects.postgres import PostgresDialect
+from river_protocol.dialects.sqlite import SQLiteDialect
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import Intent
+from river_sync.database import (
+    DEFAULT_ACQUIRE_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_POOL_SIZE,
+    DEFAULT_SQLITE_READERS,
+    _pg_is_broken,
+    _pg_restore,
+    _pg_to_autocommit,
+    _strip_driver,
+    check_sqlite_version,
+    connect_dedicated,
+    sqlalchemy_kind,
+    sqlite_path_from_url,
+)
+from river_sync.sqlite_compat import connect_sqlite
+from river_trio.executor import AsyncExecutor, ThreadRunner
+
+if TYPE_CHECKING:
+    import psycopg
+    import psycopg_pool
+    import sqlalchemy
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+__all__ = [
+    "DEFAULT_ACQUIRE_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_SQLITE_READERS",
+    "AsyncBackend",
+    "AsyncDatabase",
+    "Lease",
+    "run_blocking",
+    "sqlite_path_from_url",
+]
+
+
+async def run_blocking(fn: Callable[[], T]) -> T:
+    """Run a short blocking call in a worker thread and wait for it even when cancelled
+    (a connection half-opened or half-returned must not be abandoned)."""
+    return await trio.to_thread.run_sync(fn, abandon_on_cancel=False)
+
+
+class Lease:
+    """A borrowed connection; ``discard`` tells the backend not to reuse it."""
+
+    __slots__ = ("conn", "discard")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.discard = False
+
+
+class AsyncBackend(Protocol):
+    """Where connections come from; one per kind of source."""
+
+    limiter: trio.CapacityLimiter
+    kind: str  # 'postgres' | 'sqlite'
+
+    def acquire(self, readonly: bool) -> AbstractAsyncContextManager[Lease]: ...
+
+    async def connect_dedicated(self) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
+@asynccontextmanager
+async def _slot(limiter: trio.CapacityLimiter, timeout: float | None, what: str) -> AsyncIterator[None]:
+    # A token per lease, not per task: one task may hold several connections.
+    borrower = object()
+    with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
+        await limiter.acquire_on_behalf_of(borrower)
+    if scope.cancelled_caught:
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+    try:
+        yield
+    finally:
+        limiter.release_on_behalf_of(borrower)
+
+
+def _close_quietly(conn: Any) -> None:
+    with suppress(Exception):
+        conn.close()
+
+
+def _close_all(conns: list[Any]) -> None:
+    for conn in conns:
+        _close_quietly(conn)
+
+
+# ---------------------------------------------------------------- postgres
+
+
+def _idle_socket_alive(conn: Any) -> bool:
+    """An idle autocommit connection has nothing to say; readable input means the server
+    closed it (or sent something we would have to interpret): don't hand it out."""
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except Exception:
+        return False
+    return not readable
+
+
+def _pg_in_transaction(conn: Any) -> bool:
+    from psycopg.pq import TransactionStatus
+
+    return bool(conn.pgconn.transaction_status != TransactionStatus.IDLE)
+
+
+class _PgOwnPool:
+    """Autocommit connections opened on demand up to ``size``; idle ones reused LIFO."""
+
+    kind = "postgres"
+
+    def __init__(self, conninfo: str, *, size: int, timeout: float | None, connect_timeout: float,
+                 configure: Callable[[psycopg.Connection[Any]], None] | None) -> None:
+        self.conninfo = conninfo
+        self.kwargs: dict[str, Any] = {"connect_timeout": max(1, int(connect_timeout))}
+        self.configure = configure
+        self.timeout = timeout
+        self.limiter = trio.CapacityLimiter(size)
+        self._idle: list[Any] = []
+        self._closed = False
+
+    def _open(self) -> Any:
+        import psycopg
+
+        conn = psycopg.connect(self.conninfo, autocommit=True, **self.kwargs)
+        try:
+            if self.configure is not None:
+                self.configure(conn)
+                if _pg_is_broken(conn) or not conn.autocommit:
+                    raise ValidationError("configure() must leave the connection idle in autocommit mode")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def prime(self) -> None:
+        """Open one connection now, surfacing bad URLs and credentials at construction."""
+        conn = await run_blocking(self._open)
+        self._idle.append(conn)
+
+    def _take_idle(self) -> Any | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if not _pg_is_broken(conn) and _idle_socket_alive(conn):
+                return conn
+            _close_quietly(conn)
+        return None
+
+    @asynccontextmanager
+    async def acquire(self, readonly: bool) -> AsyncIterator[Lease]:
+        async with _slot(self.limiter, self.timeout, "a Postgres connection"):
+            if self._closed:
+                raise RiverError("the database handle is closed")
+            conn = self._take_idle()
+            if conn is None:
+                conn = await run_blocking(self._open)
+            lease = Lease(conn)
+            try:
+                yield lease
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self._release(lease)
+
+    async def _release(self, lease: Lease) -> None:
+        conn = lease.conn
+        if not lease.discard and not _pg_is_broken(conn) and _pg_in_transaction(conn):
+            log.warning("rolling back a transaction left open on a returned connection")
+            runner = ThreadRunner(conn)
+            await runner.rollback()
+            lease.discard = runner.broken
+        if lease.discard or self._closed or _pg_is_broken(conn):
+            await run_blocking(lambda: _close_quietly(conn))
+        else:
+            self._idle.append(conn)
+
+    async def connect_dedicated(self) -> Any:
+        return await run_blocking(lambda: connect_dedicated(self.conninfo, dict(self.kwargs)))
+
+    async def aclose(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        if idle:
+            await run_blocking(lambda: _close_all(idle))
+
+
+class _PsycopgPoolBackend:
+    """A caller's ``psycopg_pool.ConnectionPool``; getconn/putconn run in threads."""
+
+    kind = "postgres"
+
+    def __init__(self, pool: psycopg_pool.ConnectionPool[Any], *, timeout: float | None) -> None:
+        self.pool = pool
+        self.timeout = timeout
+        self.limiter = trio.CapacityLimiter(max(1, int(pool.max_size)))
+
+    def _get(self) -> tuple[Any, bool]:
+        conn = self.pool.getconn(timeout=self.timeout)
+        try:
+            return conn, _pg_to_autocommit(conn)
+        except BaseException:
+            self.pool.putconn(conn)
+            raise
+
+    def _put(self, lease: Lease, previous: bool) -> None:
+        conn = lease.conn
+        try:
+            if lease.discard:
+                conn.close()
+            else:
+                _pg_restore(conn, previous)
+        except Exception:
+            log.warning("discarding a connection that could not be reset", exc_info=True)
+            _close_quietly(conn)
+        # The pool replaces closed connections and rolls back anything left open.
+        self.pool.putconn(conn)
+
+    @asynccontextmanager
+    async def acquire(self, readonly: bool) -> AsyncIterator[Lease]:
+        async with _slot(self.limiter, self.timeout, "a connection from the psycopg pool"):
+            conn, previous = await run_blocking(self._get)
+            lease = Lease(conn)
+            try:
+                yield lease
+            finally:
+                with trio.CancelScope(shield=True):
+                    await run_blocking(lambda: self._put(lease, previous))
+
+    async def connect_dedicated(self) -> Any:
+        pool = self.pool
+        conninfo = pool.conninfo() if callable(pool.conninfo) else pool.conninfo
+        kwargs = pool.kwargs() if callable(pool.kwargs) else pool.kwargs
+        return await run_blocking(lambda: connect_dedicated(str(conninfo), dict(kwargs or {})))
+
+    async def aclose(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------- sqlite
+
+
+def _sqlite_reset(conn: Any) -> bool:
+    """Roll back a leftover transaction; False when the connection is unusable."""
+    try:
+        if conn.in_transaction:
+            log.warning("rolling back a transaction left open on a returned SQLite connection")
+            conn.rollback()
+        return True
+    except Exception:
+        log.warning("discarding a SQLite connection that could not be reset", exc_info=True)
+        _close_quietly(conn)
+        return False
+
+
+class _SQLiteBackend:
+    """One writer connection behind a trio lock, plus lazily opened read-only connections."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: str, *, readers: int, busy_timeout_ms: int, timeout: float | None) -> None:
+        self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
+        self.timeout = timeout
+        memory = path in ("", ":memory:") or path.startswith("file::memory:")
+        # A private in-memory database exists only on its one connection.
+        self.max_readers = 0 if memory else max(0, readers)
+        self.limiter = trio.CapacityLimiter(self.max_readers + 1)
+        self._writer: Any | None = None
+        self._writer_lock = trio.Lock()
+        self._idle_readers: list[Any] = []
+        self._all_readers: set[Any] = set()
+        self._closed = False
+
+    def _open(self, *, readonly: bool) -> Any:
+        conn = connect_sqlite(self.path, busy_timeout_ms=self.busy_timeout_ms)
+        try:
+            check_sqlite_version(conn, hint="Install sqlean-py.")
+            if readonly:
+                conn.execute("PRAGMA query_only = ON")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    async def open(self) -> None:
+        self._writer = await run_blocking(lambda: self._open(readonly=False))
+
+    async def _give_back(self, conn: Any, lease: Lease) -> bool:
+        """Reset ``conn`` for reuse; False when it was closed instead."""
+        if lease.discard:
+            await run_blocking(lambda: _close_quietly(conn))
+            return False
+        if conn.in_transaction:
+            return await run_blocking(lambda: _sqlite_reset(conn))
+        return True
+
+    @asynccontextmanager
+    async def acquire(self, readonly: bool) -> AsyncIterator[Lease]:
+        if readonly and self.max_readers > 0:
+            async with _slot(self.limiter, self.timeout, "a SQLite reader connection"), \
+                    self._reader() as lease:
+                yield lease
+        else:
+            async with self._writer_conn() as lease:
+                yield lease
+
+    @asynccontextmanager
+    async def _writer_conn(self) -> AsyncIterator[Lease]:
+        if self._writer_lock.statistics().owner is trio.lowlevel.current_task():
+            # Waiting for ourselves would deadlock; a second connection would hit SQLITE_BUSY.
+            raise RiverError(
+                "this task already holds the SQLite writer connection; nested writer executors "
+                "would deadlock (SQLite has a single writer): reuse the outer executor"
+            )
+        with trio.move_on_after(self.timeout if self.timeout is not None else float("inf")) as scope:
+            await self._writer_lock.acquire()
+        if scope.cancelled_caught:
+            raise TimeoutError(f"timed out after {self.timeout}s waiting for the SQLite writer connection")
+        try:
+            async with _slot(self.limiter, None, "a thread for the SQLite writer"):
+                if self._closed:
+                    raise RiverError("the database handle is closed")
+                if self._writer is None:
+                    await self.open()
+                conn = self._writer
+                lease = Lease(conn)
+                try:
+                    yield lease
+                finally:
+                    with trio.CancelScope(shield=True):
+                        if not await self._give_back(conn, lease):
+                            self._writer = None
+        finally:
+            self._writer_lock.release()
+
+    @asynccontextmanager
+    async def _reader(self) -> AsyncIterator[Lease]:
+        if self._closed:
+            raise RiverError("the database handle is closed")
+        # The limiter slot bounds readers: one is idle or may be opened.
+        conn = self._idle_readers.pop() if self._idle_readers else None
+        if conn is None:
+            conn = await run_blocking(lambda: self._open(readonly=True))
+            self._all_readers.add(conn)
+        lease = Lease(conn)
+        try:
+            yield lease
+        finally:
+            with trio.CancelScope(shield=True):
+                healthy = await self._give_back(conn, lease)
+                if healthy and not self._closed:
+                    self._idle_readers.append(conn)
+                else:
+                    self._all_readers.discard(conn)
+                    if healthy:
+                        await run_blocking(lambda: _close_quietly(conn))
+
+    async def connect_dedicated(self) -> Any:
+        raise ValidationError("SQLite has no LISTEN/NOTIFY connection; use the outbox notifier")
+
+    async def aclose(self) -> None:
+        self._closed = True
+        readers = list(self._all_readers)
+        self._all_readers.clear()
+        self._idle_readers.clear()
+        async with self._writer_lock:
+            writer, self._writer = self._writer, None
+        await run_blocking(lambda: _close_all([c for c in [*readers, writer] if c is not None]))
+
+
+# ---------------------------------------------------------------- sqlalchemy
+
+
+class _SQLAlchemyBackend:
+    """Borrows DB-API connections from an Engine's pool (the engine stays the caller's)."""
+
+    def __init__(self, engine: sqlalchemy.Engine, kind: str, *, timeout: float | None) -> None:
+        self.engine = engine
+        self.kind = kind
+        self.timeout = timeout
+        size = DEFAULT_POOL_SIZE
+        size_of = getattr(engine.pool, "size", None)
+        if callable(size_of):
+            # QueuePool: its size plus the overflow it may open (-1, unlimited, adds none).
+            size = int(size_of()) + max(0, int(getattr(engine.pool, "_max_overflow", 0)))
+        self.limiter = trio.CapacityLimiter(max(1, size))
+        # Same single-writer reasoning as for SQLite paths, across the engine's connections.
+        self._sqlite_writer = trio.Lock() if kind == "sqlite" else None
+
+    def _borrow(self) -> tuple[Any, Any, Any]:
+        proxy = self.engine.raw_connection()
+        try:
+            conn: Any = proxy.driver_connection
+            if self.kind == "postgres":
+                previous: Any = _pg_to_autocommit(conn)
+            else:
+                # The DB-API's implicit BEGIN before DML would leave "autocommit" statements
+                # inside a transaction nobody commits; explicit transactions only.
+                previous = conn.isolation_level
+                if conn.in_transaction:
+                    conn.rollback()
+                conn.isolation_level = None
+        except BaseException:
+            proxy.close()
+            raise
+        return proxy, conn, previous
+
+    def _return(self, proxy: Any, lease: Lease, previous: Any) -> None:
+        conn = lease.conn
+        try:
+            broken = lease.discard
+            if self.kind == "postgres":
+                if not broken:
+                    try:
+                        _pg_restore(conn, previous)
+                        broken = _pg_is_broken(conn)
+                    except Exception:
+                        log.warning("invalidating a connection that could not be reset", exc_info=True)
+                        broken = True
+            elif not broken:
+                if _sqlite_reset(conn):
+                    conn.isolation_level = previous
+                else:
+                    broken = True
+            if broken:
+                proxy.invalidate()
+        finally:
+            proxy.close()
+
+    @asynccontextmanager
+    async def acquire(self, readonly: bool) -> AsyncIterator[Lease]:
+        if self._sqlite_writer is not None and not readonly:
+            async with self._sqlite_writer, self._borrow_async() as lease:
+                yield lease
+        else:
+            async with self._borrow_async() as lease:
+                yield lease
+
+    @asynccontextmanager
+    async def _borrow_async(self) -> AsyncIterator[Lease]:
+        async with _slot(self.limiter, self.timeout, "a connection from the SQLAlchemy engine"):
+            proxy, conn, previous = await run_blocking(self._borrow)
+            lease = Lease(conn)
+            try:
+                yield lease
+            finally:
+                with trio.CancelScope(shield=True):
+                    await run_blocking(lambda: self._return(proxy, lease, previous))
+
+    async def connect_dedicated(self) -> Any:
+        if self.kind != "postgres":
+            raise ValidationError("SQLite has no LISTEN/NOTIFY connection; use the outbox notifier")
+        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
+        params = {k: v for k, v in cparams.items() if k != "context"}
+        conninfo = str(cargs[0]) if cargs else ""
+        return await run_blocking(lambda: connect_dedicated(conninfo, params))
+
+    async def aclose(self) -> None:
+        pass
+
+
+# ---------------------------------------------------------------- public handle
+
+
+class AsyncDatabase:
+    """Source of async executors for one trio run. Build with a ``from_*`` constructor;
+    close with ``aclose()`` or ``async with``."""
+
+    def __init__(self, backend: AsyncBackend, dialect: Dialect) -> None:
+        self._backend = backend
+        self._dialect = dialect
+        self._closed = False
+
+    # --- constructors
+
+    @classmethod
+    async def from_url(
+        cls,
+        url: str,
+        *,
+        schema: str | None = None,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        timeout: float = DEFAULT_ACQUIRE_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        configure: Callable[[psycopg.Connection[Any]], None] | None = None,
+    ) -> AsyncDatabase:
+        """Open a pool for a ``postgres(ql)[+psycopg]://`` or ``sqlite://`` URL.
+
+        ``pool_size`` is the maximum number of Postgres connections, or of SQLite
+        reader connections (SQLite always has exactly one writer). ``configure`` runs
+        in a worker thread on each new Postgres connection.
+        """
+        scheme = url.partition("://")[0].split("+", 1)[0].lower() if "://" in url else url.split(":")[0]
+        if scheme in ("postgres", "postgresql"):
+            if pool_size < 1:
+                raise ValidationError(f"pool_size must be at least 1, got {pool_size}")
+            backend = _PgOwnPool(_strip_driver(url), size=pool_size, timeout=timeout,
+                                 connect_timeout=connect_timeout, configure=configure)
+            await backend.prime()
+            return cls(backend, PostgresDialect(schema))
+        if scheme == "sqlite":
+            return await cls.from_sqlite_path(sqlite_path_from_url(url), schema=schema, readers=pool_size,
+                                              timeout=timeout)
+        raise ValidationError(
+            f"unsupported database URL {url.split('://')[0]!r}://...: use postgres://, postgresql:// or sqlite://"
+        )
+
+    @classmethod
+    def from_pool(
+        cls,
+        pool: psycopg_pool.ConnectionPool[Any],
+        *,
+        schema: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncDatabase:
+        """Use a caller's (sync) psycopg pool, left open by ``aclose()``. Its connections
+        may be in either autocommit mode; each is switched to autocommit while borrowed."""
+        return cls(_PsycopgPoolBackend(pool, timeout=timeout), PostgresDialect(schema))
+
+    @classmethod
+    def from_sqlalchemy_engine(
+        cls, engine: sqlalchemy.Engine, *, schema: str | None = None, timeout: float | None = None
+    ) -> AsyncDatabase:
+        """Borrow raw DB-API connections from a (sync) ``engine``, left undisposed by ``aclose()``."""
+        kind = sqlalchemy_kind(engine)
+        dialect: Dialect = PostgresDialect(schema) if kind == "postgres" else SQLiteDialect(schema)
+        return cls(_SQLAlchemyBackend(engine, kind, timeout=timeout), dialect)
+
+    @classmethod
+    async def from_sqlite_path(
+        cls,
+        path: str,
+        *,
+        schema: str | None = None,
+        readers: int = DEFAULT_SQLITE_READERS,
+        busy_timeout_ms: int = 5000,
+        timeout: float | None = DEFAULT_ACQUIRE_TIMEOUT,
+    ) -> AsyncDatabase:
+        """Open a SQLite file (created if missing) in WAL mode."""
+        backend = _SQLiteBackend(path, readers=readers, busy_timeout_ms=busy_timeout_ms, timeout=timeout)
+        await backend.open()
+        return cls(backend, SQLiteDialect(schema))
+
+    # --- use
+
+    @property
+    def dialect(self) -> Dialect:
+        return self._dialect
+
+    @property
+    def limiter(self) -> trio.CapacityLimiter:
+        """Tokens for connections out on loan (one per lease); sized to the pool."""
+        return self._backend.limiter
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @asynccontextmanager
+    async def executor(self, *, readonly: bool = False) -> AsyncIterator[AsyncExecutor]:
+        """An executor on a borrowed connection, returned when the block ends.
+
+        ``readonly=True`` promises only reads, which lets SQLite use a reader
+        connection instead of waiting for the single writer.
+        """
+        if self._closed:
+            raise RiverError("the database handle is closed")
+        async with self._backend.acquire(readonly) as lease:
+            ex = AsyncExecutor(lease.conn, self._dialect)
+            try:
+                yield ex
+            finally:
+                lease.discard = lease.discard or ex.broken
+
+    async def run(self, intent: Intent, *, readonly: bool = False) -> Any:
+        """Run one intent on a borrowed connection (in a transaction when it needs one)."""
+        async with self.executor(readonly=readonly) as ex:
+            return await ex.run(intent)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncExecutor]:
+        """An executor inside BEGIN..COMMIT (BEGIN IMMEDIATE on SQLite); an exception,
+        cancellation included, rolls back."""
+        async with self.executor() as ex, ex.transaction():
+            yield ex
+
+    async def connect_dedicated(self) -> Any:
+        """A new autocommit psycopg connection outside the pool, owned by the caller
+        (the notifier's LISTEN connection). Postgres only."""
+        return await self._backend.connect_dedicated()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self._backend.aclose()
+
+    async def __aenter__(self) -> AsyncDatabase:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
