@@ -19,27 +19,41 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from river_protocol.args import kind_of
+from river_protocol.claim_filters import TagFilter, claim_filter
 from river_protocol.constants import (
     CANCELLED_RETENTION_DEFAULT,
     CLIENT_ID_MAX_LEN,
     COMPLETED_RETENTION_DEFAULT,
     DISCARDED_RETENTION_DEFAULT,
+    ELECT_INTERVAL,
+    ELECT_INTERVAL_JITTER,
     FETCH_COOLDOWN_DEFAULT,
     FETCH_POLL_INTERVAL_DEFAULT,
     JOB_CLEANER_INTERVAL,
     JOB_TIMEOUT_DEFAULT,
+    LEADER_TRUST_MARGIN,
+    LEADER_TTL,
     MAX_ATTEMPTS_DEFAULT,
-    RESCUE_AFTER_DEFAULT,
+    NOTIFICATION_CLEANER_INTERVAL,
+    NOTIFICATION_RETENTION,
+    QUEUE_CLEANER_INTERVAL,
+    QUEUE_RETENTION,
+    REINDEX_DEFAULT_INDEXES,
     RESCUER_INTERVAL,
     SCHEDULER_INTERVAL,
     STUCK_THRESHOLD,
 )
+from river_protocol.cron import Schedule
 from river_protocol.errors import ValidationError
 from river_protocol.gojson import encode_args
 from river_protocol.intents import InsertJobs, InsertParams, Intent, Notify
 from river_protocol.job import JobRow
+from river_protocol.leadership import Leadership, PeriodicJob, constructed_args, to_schedule
+from river_protocol.machines import maintenance as mnt
+from river_protocol.machines import periodic as periodic_machine
 from river_protocol.machines.base import Event, Rng
 from river_protocol.machines.completer import Completer, CompletionReason
+from river_protocol.machines.elector import Elector
 from river_protocol.machines.notifications import (
     TOPIC_CONTROL,
     TOPIC_INSERT,
@@ -61,7 +75,7 @@ from river_protocol.options import (
     validate_queue_name,
 )
 from river_protocol.outcomes import Failed, Outcome, unknown_kind_failure
-from river_protocol.retry import RetryPolicy
+from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.states import JobState
 from river_protocol.unique import unique_fields_of
 from river_protocol.work import CancelCause, Finish, effective_timeout, error_text, finish_job
@@ -79,17 +93,89 @@ class QueueConfig:
     fetch_poll_interval: timedelta = FETCH_POLL_INTERVAL_DEFAULT
 
 
+Retention = timedelta | int | None
+
+
+def _disabled(retention: Retention) -> bool:
+    return retention is None or (isinstance(retention, int) and retention < 0) or (
+        isinstance(retention, timedelta) and retention < timedelta(0)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class MaintenanceConfig:
-    """Leader-run maintenance settings (§11); ``None`` retention keeps those jobs forever."""
+    """Leader-run maintenance settings (§11).
 
-    cancelled_retention: timedelta | None = CANCELLED_RETENTION_DEFAULT
-    completed_retention: timedelta | None = COMPLETED_RETENTION_DEFAULT
-    discarded_retention: timedelta | None = DISCARDED_RETENTION_DEFAULT
-    rescue_after: timedelta = RESCUE_AFTER_DEFAULT
+    A retention of ``-1`` (Go's value), any negative timedelta or ``None``
+    keeps that state's jobs forever. ``rescue_after=None`` is River's default:
+    1 h, or job timeout + 1 h when the client's job timeout differs from the
+    default. Intervals are River's; tests shorten them. ``stagger_start``
+    spreads service starts over U[0, 1 s] as River does.
+    """
+
+    cancelled_retention: Retention = CANCELLED_RETENTION_DEFAULT
+    completed_retention: Retention = COMPLETED_RETENTION_DEFAULT
+    discarded_retention: Retention = DISCARDED_RETENTION_DEFAULT
+    rescue_after: timedelta | None = None
     job_cleaner_interval: timedelta = JOB_CLEANER_INTERVAL
     rescuer_interval: timedelta = RESCUER_INTERVAL
     scheduler_interval: timedelta = SCHEDULER_INTERVAL
+    queue_cleaner_interval: timedelta = QUEUE_CLEANER_INTERVAL
+    queue_retention: timedelta = QUEUE_RETENTION
+    notification_cleaner_interval: timedelta = NOTIFICATION_CLEANER_INTERVAL
+    notification_retention: timedelta = NOTIFICATION_RETENTION
+    reindexer: bool = True
+    reindexer_schedule: Schedule | str | None = None  # None: daily at 00:00 UTC
+    reindexer_indexes: tuple[str, ...] = REINDEX_DEFAULT_INDEXES
+    stagger_start: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("cancelled_retention", "completed_retention", "discarded_retention"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not (value is None or isinstance(value, timedelta | int)):
+                raise ValidationError(f"{name} must be a timedelta, -1 or None, got {value!r}")
+            if isinstance(value, int) and value != -1:
+                raise ValidationError(f"{name}: the only integer accepted is -1 (keep forever), got {value}")
+        for name in ("job_cleaner_interval", "rescuer_interval", "scheduler_interval",
+                     "queue_cleaner_interval", "notification_cleaner_interval"):
+            if getattr(self, name) <= timedelta(0):
+                raise ValidationError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.rescue_after is not None and self.rescue_after <= timedelta(0):
+            raise ValidationError(f"rescue_after must be positive, got {self.rescue_after}")
+        if isinstance(self.reindexer_schedule, str):
+            object.__setattr__(self, "reindexer_schedule", to_schedule(self.reindexer_schedule))
+
+    def retention(self, name: str) -> timedelta:
+        """The job cleaner's value for one state: negative = keep forever."""
+        value: Retention = getattr(self, f"{name}_retention")
+        if _disabled(value) or not isinstance(value, timedelta):
+            return timedelta(microseconds=-1)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderElectionConfig:
+    """Election timing (§10); ``ttl=None`` is River's interval + 10 s (15 s by default)."""
+
+    interval: timedelta = ELECT_INTERVAL
+    jitter: timedelta = ELECT_INTERVAL_JITTER
+    ttl: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        if self.interval <= timedelta(0) or self.jitter < timedelta(0):
+            raise ValidationError(
+                f"elect interval must be positive and jitter >= 0, got {self.interval}/{self.jitter}"
+            )
+        if self.effective_ttl <= self.interval + LEADER_TRUST_MARGIN:
+            raise ValidationError(
+                f"leader TTL {self.effective_ttl} must exceed the elect interval plus {LEADER_TRUST_MARGIN}"
+            )
+
+    @property
+    def effective_ttl(self) -> timedelta:
+        if self.ttl is not None:
+            return self.ttl
+        return self.interval + (LEADER_TTL - ELECT_INTERVAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +191,9 @@ class ClientConfig:
     skip_unknown_job_check: bool = False
     stuck_threshold: timedelta = STUCK_THRESHOLD
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
+    leader_election: LeaderElectionConfig | None = field(default_factory=LeaderElectionConfig)
+    fetch_only_known_kinds: bool = False
+    tag_filter: TagFilter | None = None
 
     def __post_init__(self) -> None:
         if not self.client_id or len(self.client_id) > CLIENT_ID_MAX_LEN:
@@ -228,6 +317,7 @@ class ClientCore:
         self.workers = workers if workers is not None else Workers()
         self._rng = rng
         self._throttle = InsertNotifyThrottle(config.fetch_cooldown)
+        self._breakers: dict[str, mnt.BatchSizeBreaker] = {}
         if config.queues and not len(self.workers):
             raise ValidationError("a client that works queues needs workers (pass workers=Workers(...))")
 
@@ -238,20 +328,120 @@ class ClientCore:
         return bool(self.config.queues)
 
     def make_producers(self) -> dict[str, Producer]:
-        return {
-            name: Producer(
-                ProducerConfig(
-                    queue=name, client_id=self.config.client_id, max_workers=q.max_workers,
-                    fetch_cooldown=q.fetch_cooldown, fetch_poll_interval=q.fetch_poll_interval,
-                    poll_only=not self.config.notifications,
-                ),
-                self._rng,
-            )
-            for name, q in self.config.queues.items()
-        }
+        return {name: self.make_producer(name, q) for name, q in self.config.queues.items()}
+
+    def make_producer(self, name: str, q: QueueConfig) -> Producer:
+        """A producer for queue ``name`` (also for queues added to a running client)."""
+        validate_queue_name(name)
+        claim = claim_filter(
+            known_kinds=self.workers.kinds, fetch_only_known_kinds=self.config.fetch_only_known_kinds,
+            tag_filter=self.config.tag_filter,
+        )
+        return Producer(
+            ProducerConfig(
+                queue=name, client_id=self.config.client_id, max_workers=q.max_workers,
+                fetch_cooldown=q.fetch_cooldown, fetch_poll_interval=q.fetch_poll_interval,
+                poll_only=not self.config.notifications, kinds=claim.kinds, tags_any=claim.tags_any,
+                untagged_only=claim.untagged_only,
+            ),
+            self._rng,
+        )
 
     def make_completer(self) -> Completer:
         return Completer(self._rng)
+
+    # -- leadership and leader-only machines -------------------------------
+
+    @property
+    def runs_elector(self) -> bool:
+        """Only clients that work jobs elect (§10); insert-only clients never touch river_leader."""
+        return self.works_jobs and self.config.leader_election is not None
+
+    def make_leadership(self) -> Leadership:
+        election = self.config.leader_election
+        if election is None:
+            raise ValidationError("leader election is disabled for this client")
+        elector = Elector(
+            self.config.client_id, self._rng, ttl=election.effective_ttl,
+            elect_interval=election.interval, elect_jitter=election.jitter,
+        )
+        return Leadership(elector, self._rng, deliver_request_locally=not self.config.notifications)
+
+    def rescue_after(self) -> timedelta:
+        explicit_timeout = None if self.config.job_timeout == JOB_TIMEOUT_DEFAULT else self.config.job_timeout
+        return mnt.rescue_after_for(explicit_timeout, self.config.maintenance.rescue_after)
+
+    def _rescue_workers(self) -> dict[str, mnt.WorkerInfo]:
+        def valid(entry: WorkerEntry) -> Any:
+            def check(job: JobRow) -> bool:
+                try:
+                    entry.decode(job)
+                except (ValidationError, TypeError, ValueError):
+                    return False
+                return True
+            return check
+
+        return {
+            kind: mnt.WorkerInfo(timeout_for=entry.timeout_for, next_retry=entry.next_retry_for,
+                                 args_valid=valid(entry))
+            for kind in self.workers
+            if (entry := self.workers.get(kind)) is not None
+        }
+
+    def make_maintenance_services(self) -> dict[str, mnt.MaintenanceService]:
+        """Fresh service machines for one term; each keeps its batch-size breaker for the client's life."""
+        m = self.config.maintenance
+        throttle = InsertNotifyThrottle(self.config.fetch_cooldown)
+        policy = self.config.retry_policy or DefaultRetryPolicy()
+        cleaner = mnt.JobCleanerJob(
+            cancelled_retention=m.retention("cancelled"), completed_retention=m.retention("completed"),
+            discarded_retention=m.retention("discarded"),
+        )
+        stagger = m.stagger_start
+        services = [
+            mnt.job_cleaner(self._rng, cleaner, interval=m.job_cleaner_interval, stagger=stagger),
+            mnt.job_rescuer(self._rng, self._rescue_workers(), policy, job_timeout=self.config.job_timeout,
+                            rescue_after=self.rescue_after(), interval=m.rescuer_interval, stagger=stagger),
+            mnt.job_scheduler(self._rng, throttle, interval=m.scheduler_interval, stagger=stagger),
+            mnt.queue_cleaner(self._rng, m.queue_retention, interval=m.queue_cleaner_interval,
+                              stagger=stagger),
+        ]
+        if self.config.dialect == "sqlite":
+            services.append(mnt.notification_cleaner(
+                self._rng, m.notification_retention, interval=m.notification_cleaner_interval,
+                stagger=stagger,
+            ))
+        if m.reindexer:
+            schedule = m.reindexer_schedule
+            assert schedule is None or not isinstance(schedule, str)  # parsed in __post_init__
+            services.append(mnt.reindexer(self._rng, m.reindexer_indexes, schedule))
+        for service in services:
+            service.breaker = self._breakers.setdefault(service.name, service.breaker)
+        return {service.name: service for service in services}
+
+    def make_periodic_enqueuer(
+        self, definitions: tuple[periodic_machine.PeriodicJob, ...]
+    ) -> periodic_machine.PeriodicEnqueuer:
+        throttle = InsertNotifyThrottle(self.config.fetch_cooldown)
+        return periodic_machine.PeriodicEnqueuer(self._rng, throttle, definitions)
+
+    def periodic_definition(self, job: PeriodicJob) -> periodic_machine.PeriodicJob:
+        """The enqueuer's definition for a user's job: its constructor resolved like ``insert``.
+
+        A bad return value (unknown kind, wrong type) raises inside the constructor, which the
+        enqueuer reports and skips for that run only.
+        """
+
+        def build(now: datetime) -> InsertParams | None:
+            produced = constructed_args(job)
+            if produced is None:
+                return None
+            return self._resolve(InsertManyParams(*produced), now)
+
+        return periodic_machine.PeriodicJob(
+            schedule=job.schedule, constructor=build, id=job.id or "", run_on_start=job.run_on_start,
+            pass_now=True,
+        )
 
     # -- insert -------------------------------------------------------------
 

@@ -130,11 +130,23 @@ class InsertFullJobs(Intent):
 
 @dataclass(frozen=True, slots=True)
 class ClaimJobs(Intent):
+    """Lock up to ``limit`` due available jobs of ``queue`` as running for ``client_id``.
+
+    Optional filters (all off by default, as in River): ``kinds`` claims only
+    those kinds (``fetch_only_known_kinds``); ``tags_any`` claims only jobs
+    carrying at least one of those tags, and ``untagged_only`` only jobs
+    without tags (a tag-filtered worker pool). An empty ``kinds`` or
+    ``tags_any`` tuple claims nothing.
+    """
+
     queue: str
     limit: int
     client_id: str
     max_attempted_by: int = 100
     now: datetime | None = None
+    kinds: tuple[str, ...] | None = None
+    tags_any: tuple[str, ...] | None = None
+    untagged_only: bool = False
     transactional = True  # single statement on Postgres; several on SQLite
 
 

@@ -290,18 +290,32 @@ def _errors_json(errors: tuple[bytes, ...]) -> str | None:
 # ---------------------------------------------------------------- fetch / complete
 
 
+def _claim_filters(b: Binder, intent: ClaimJobs) -> str:
+    """Extra claim conditions (leading `` AND``); empty when no filter is set."""
+    out = ""
+    if intent.kinds is not None:
+        out += f" AND kind = ANY({b.p(list(intent.kinds))}::text[])"
+    if intent.tags_any is not None:
+        out += f" AND tags && {b.p(list(intent.tags_any))}::varchar(255)[]"
+    if intent.untagged_only:
+        out += " AND cardinality(tags) = 0"
+    return out
+
+
 def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
     if intent.limit <= 0:
         return []
     if intent.max_attempted_by < 1:
         raise ValidationError("max_attempted_by must be at least 1")
+    if intent.tags_any is not None and intent.untagged_only:
+        raise ValidationError("a claim takes either tags_any or untagged_only, not both")
     b = _b()
     cap = intent.max_attempted_by
     sql = f"""
         WITH locked AS (
             SELECT id FROM {d.prefix}river_job
             WHERE state = 'available' AND queue = {b.p(intent.queue)}::text
-              AND scheduled_at <= {_now(b, intent.now)}
+              AND scheduled_at <= {_now(b, intent.now)}{_claim_filters(b, intent)}
             ORDER BY priority ASC, scheduled_at ASC, id ASC
             LIMIT {b.p(intent.limit)}::integer
             FOR UPDATE SKIP LOCKED

@@ -267,11 +267,26 @@ def _insert_full_jobs(d: Any, intent: InsertFullJobs) -> Plan[list[JobRow]]:
 # ---------------------------------------------------------------- fetch / complete
 
 
+def _claim_filters(b: Binder, intent: ClaimJobs) -> str:
+    """Extra claim conditions (leading `` AND``); empty when no filter is set."""
+    out = ""
+    if intent.kinds is not None:
+        out += f" AND kind IN (SELECT value FROM json_each({b.p(_json_list(intent.kinds))}))"
+    if intent.tags_any is not None:
+        out += (" AND EXISTS (SELECT 1 FROM json_each(tags) AS tag WHERE tag.value IN"
+                f" (SELECT value FROM json_each({b.p(_json_list(intent.tags_any))})))")
+    if intent.untagged_only:
+        out += " AND json_array_length(tags) = 0"
+    return out
+
+
 def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
     if intent.limit <= 0:
         return []
     if intent.max_attempted_by < 1:
         raise ValidationError("max_attempted_by must be at least 1")
+    if intent.tags_any is not None and intent.untagged_only:
+        raise ValidationError("a claim takes either tags_any or untagged_only, not both")
     b = _b()
     keep = intent.max_attempted_by - 1
     sql = f"""
@@ -291,7 +306,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
         WHERE id IN (
             SELECT id FROM {d.prefix}river_job
             WHERE state = 'available' AND queue = {b.p(intent.queue)} AND priority >= 0
-              AND scheduled_at <= {sqlite_now(b, intent.now)}
+              AND scheduled_at <= {sqlite_now(b, intent.now)}{_claim_filters(b, intent)}
             ORDER BY priority ASC, scheduled_at ASC, id ASC
             LIMIT {b.p(intent.limit)}
         )

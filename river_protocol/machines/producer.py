@@ -127,6 +127,10 @@ class ProducerConfig:
     poll_only: bool = False
     queue_refresh_interval: timedelta = QUEUE_STATUS_REFRESH_INTERVAL
     settings_poll_interval: timedelta = QUEUE_SETTINGS_POLL_INTERVAL
+    # Claim filters passed through to ClaimJobs (None = no filter, River's default).
+    kinds: tuple[str, ...] | None = None
+    tags_any: tuple[str, ...] | None = None
+    untagged_only: bool = False
 
     def __post_init__(self) -> None:
         if not QUEUE_MAX_WORKERS_MIN <= self.max_workers <= QUEUE_MAX_WORKERS_MAX:
@@ -330,6 +334,9 @@ class Producer(Machine):
                 limit=limit,
                 client_id=self.config.client_id,
                 max_attempted_by=MAX_ATTEMPTED_BY,
+                kinds=self.config.kinds,
+                tags_any=self.config.tags_any,
+                untagged_only=self.config.untagged_only,
             ),
             HOT_STATEMENT_TIMEOUT,
         )

@@ -313,6 +313,27 @@ def test_claim_jobs_with_zero_limit_claims_nothing(db: DB) -> None:
     assert db.run(ClaimJobs(queue="default", limit=0, client_id="me")) == []
 
 
+def test_claim_jobs_kind_filter(db: DB) -> None:
+    a, b, c = put(db, full("a"), full("b"), full("c"))
+    assert db.run(ClaimJobs(queue="default", limit=5, client_id="me", kinds=())) == []
+    claimed = db.run(ClaimJobs(queue="default", limit=5, client_id="me", kinds=("a", "c")))
+    assert sorted(j.id for j in claimed) == [a.id, c.id]
+    assert get(db, b.id).state is S.AVAILABLE
+    assert [j.id for j in db.run(ClaimJobs(queue="default", limit=5, client_id="me"))] == [b.id]
+
+
+def test_claim_jobs_tag_filters(db: DB) -> None:
+    red, blue, both, none = put(db, full(tags=("red",)), full(tags=("blue",)), full(tags=("blue", "red")),
+                                full())
+    claimed = db.run(ClaimJobs(queue="default", limit=5, client_id="me", tags_any=("red", "green")))
+    assert sorted(j.id for j in claimed) == [red.id, both.id]
+    untagged = db.run(ClaimJobs(queue="default", limit=5, client_id="me", untagged_only=True))
+    assert [j.id for j in untagged] == [none.id]
+    assert get(db, blue.id).state is S.AVAILABLE
+    with pytest.raises(ValidationError, match="either"):
+        db.run(ClaimJobs(queue="default", limit=5, client_id="me", tags_any=("x",), untagged_only=True))
+
+
 # ---------------------------------------------------------------- set state
 
 
