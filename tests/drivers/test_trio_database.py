@@ -1,0 +1,645 @@
+"""The trio I/O layer (AsyncDatabase, AsyncExecutor, caller transactions) on real Postgres and SQLite.
+
+Tests are plain functions running ``trio.run``. Waiting for the server to reach
+a state (a statement visibly running) polls with short trio sleeps; no result
+depends on how long anything takes, except the scheduling-gap bound, which is
+the property under test.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+import sqlean  # type: ignore[import-untyped]
+import trio
+from psycopg_pool import ConnectionPool
+from sqlalchemy import orm
+
+from river_protocol.dialects.base import Plan
+from river_protocol.dialects.postgres import PostgresDialect
+from river_protocol.dialects.sqlite import SQLiteDialect
+from river_protocol.errors import JobNotFoundError, RiverError, ValidationError
+from river_protocol.intents import (
+    GetJob,
+    GetQueue,
+    InsertJobs,
+    InsertParams,
+    Intent,
+    ListQueues,
+    Statement,
+    UpsertQueue,
+)
+from river_sync.migrator import Migrator
+from river_sync.sqlite_compat import connect_sqlite
+from river_trio.database import AsyncDatabase
+from river_trio.executor import AsyncExecutor, ThreadRunner, connection_kind
+from river_trio.txadapt import executor_for_caller_tx
+
+WAIT = 10.0
+LONG_SQLITE = (
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+)
+
+# ---------------------------------------------------------------- test intents
+
+
+@dataclass(frozen=True)
+class MarkThenWait(Intent):
+    """Insert a mark, then run a statement that never ends on its own (cancel it)."""
+
+    value: str
+    transactional = True
+
+
+def _ph(dialect: Any) -> str:
+    return "%s" if dialect.paramstyle == "format" else "?"
+
+
+def plan_mark_then_wait(dialect: Any, intent: MarkThenWait) -> Plan[None]:
+    yield Statement(f"INSERT INTO trio_marks (v) VALUES ({_ph(dialect)})", (intent.value,), fetch=False)
+    if dialect.name == "postgres":
+        yield Statement("SELECT pg_sleep(30)")
+    else:
+        yield Statement(LONG_SQLITE)
+
+
+PostgresDialect.planners()[MarkThenWait] = plan_mark_then_wait
+SQLiteDialect.planners()[MarkThenWait] = plan_mark_then_wait
+
+MARKS = "CREATE TABLE IF NOT EXISTS trio_marks (v text NOT NULL)"
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def migrated_pg(module_pg_url: str) -> str:
+    with psycopg.connect(module_pg_url, autocommit=True) as conn:
+        Migrator(conn).migrate_up()
+        conn.execute(MARKS)
+    return module_pg_url
+
+
+@pytest.fixture
+def migrated_sqlite(tmp_path: Path) -> str:
+    path = str(tmp_path / "river.sqlite3")
+    conn = connect_sqlite(path)
+    Migrator(conn).migrate_up()
+    conn.execute(MARKS)
+    conn.close()
+    return path
+
+
+@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
+def open_db(request: pytest.FixtureRequest) -> Callable[..., Awaitable[AsyncDatabase]]:
+    """An async factory for a handle on a migrated database of either kind."""
+    if request.param == "postgres":
+        url = request.getfixturevalue("migrated_pg")
+
+        async def open_pg(**kw: Any) -> AsyncDatabase:
+            return await AsyncDatabase.from_url(url, **kw)
+
+        return open_pg
+    path = request.getfixturevalue("migrated_sqlite")
+
+    async def open_sqlite(**kw: Any) -> AsyncDatabase:
+        if "pool_size" in kw:
+            kw["readers"] = kw.pop("pool_size")
+        return await AsyncDatabase.from_sqlite_path(path, **kw)
+
+    return open_sqlite
+
+
+def job(kind: str = "trio_k") -> InsertParams:
+    return InsertParams(kind=kind, encoded_args=b'{"n":1}')
+
+
+def nonce() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+async def count_marks(db: AsyncDatabase, value: str) -> int:
+    async with db.executor() as ex:
+        rows = await ex.execute(Statement(f"SELECT count(*) FROM trio_marks WHERE v = {_ph(db.dialect)}",
+                                          (value,)))
+    return int(rows[0][0])
+
+
+async def eventually(predicate: Callable[[], Awaitable[bool]], what: str) -> None:
+    with trio.move_on_after(WAIT):
+        while not await predicate():
+            await trio.sleep(0.01)
+        return
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def admin_rows(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+async def backend_state(url: str, pid: int) -> str | None:
+    rows = await trio.to_thread.run_sync(
+        admin_rows, url, "SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,))
+    return rows[0][0] if rows else None
+
+
+async def running_query(url: str, pid: int, fragment: str) -> bool:
+    rows = await trio.to_thread.run_sync(
+        admin_rows, url,
+        "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active' AND query LIKE %s",
+        (pid, f"%{fragment}%"))
+    return bool(rows)
+
+
+# ---------------------------------------------------------------- intents on both databases
+
+
+def test_run_intents(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+    async def main() -> None:
+        async with await open_db() as db:
+            (res,) = await db.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+            assert not res.unique_skipped_as_duplicate
+            got = await db.run(GetJob(id=res.job.id), readonly=True)
+            assert got.kind == "trio_k" and got.id == res.job.id
+            with pytest.raises(JobNotFoundError):
+                await db.run(GetJob(id=10**12))
+            name = "q_" + uuid.uuid4().hex[:8]
+            await db.run(UpsertQueue(name=name))
+            assert (await db.run(GetQueue(name=name))).name == name
+            async with db.executor(readonly=True) as ex:
+                names = [q.name for q in await ex.run(ListQueues(limit=1000))]
+            assert name in names
+
+    trio.run(main)
+
+
+def test_transaction_commits_and_rolls_back(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+    async def main() -> None:
+        async with await open_db() as db:
+            async with db.transaction() as ex:
+                (kept,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+                async with ex.transaction() as inner:  # nested: same transaction
+                    assert inner is ex
+            with pytest.raises(RuntimeError):
+                async with db.transaction() as ex:
+                    (lost,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+                    raise RuntimeError("boom")
+            assert (await db.run(GetJob(id=kept.job.id))).id == kept.job.id
+            with pytest.raises(JobNotFoundError):
+                await db.run(GetJob(id=lost.job.id))
+
+    trio.run(main)
+
+
+def test_already_cancelled_runs_nothing(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+    async def main() -> None:
+        async with await open_db() as db:
+            value = uuid.uuid4().hex
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await db.run(MarkThenWait(value))
+            assert scope.cancelled_caught
+            assert await count_marks(db, value) == 0
+
+    trio.run(main)
+
+
+def test_loop_never_blocked(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+    """A ticking task keeps being scheduled while 10 tasks run 500 intents between them."""
+
+    async def main() -> None:
+        async with await open_db() as db:
+            gaps: list[float] = []
+            done = trio.Event()
+
+            async def tick() -> None:
+                last = trio.current_time()
+                while not done.is_set():
+                    await trio.sleep(0.001)
+                    now = trio.current_time()
+                    gaps.append(now - last)
+                    last = now
+
+            async def worker(n: int) -> None:
+                for i in range(50):
+                    if i % 2:
+                        await db.run(InsertJobs(jobs=(job(f"tick{n}"),), nonce=nonce()))
+                    else:
+                        await db.run(ListQueues(limit=10), readonly=True)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(tick)
+                async with trio.open_nursery() as workers:
+                    for n in range(10):
+                        workers.start_soon(worker, n)
+                done.set()
+            assert len(gaps) > 10
+            assert max(gaps) < 0.05, f"trio loop blocked for {max(gaps) * 1000:.1f} ms"
+
+    trio.run(main)
+
+
+def test_one_task_per_executor(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+    async def main() -> None:
+        async with await open_db() as db, db.executor() as ex:
+            with pytest.raises(BaseExceptionGroup) as info:
+                async with trio.open_nursery() as nursery:
+                    for _ in range(2):
+                        nursery.start_soon(ex.execute, Statement("SELECT 1"))
+            assert info.group_contains(trio.BusyResourceError)
+            assert await ex.execute(Statement("SELECT 2")) == [(2,)]
+
+    trio.run(main)
+
+
+def test_limiter_sized_to_pool(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+    async def main() -> None:
+        async with await open_db(pool_size=3) as db:
+            # SQLite: 3 readers plus the writer.
+            assert db.limiter.total_tokens == (3 if db.dialect.name == "postgres" else 4)
+            async with db.executor(readonly=True), db.executor():
+                assert db.limiter.borrowed_tokens == 2
+            assert db.limiter.borrowed_tokens == 0
+
+    trio.run(main)
+
+
+def test_closed_handle_refuses(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+    async def main() -> None:
+        db = await open_db()
+        await db.aclose()
+        assert db.closed
+        with pytest.raises(RiverError):
+            await db.run(ListQueues())
+
+    trio.run(main)
+
+
+# ---------------------------------------------------------------- cancellation: Postgres
+
+
+@pytest.mark.postgres
+def test_pg_cancel_is_server_side_and_connection_reused(migrated_pg: str) -> None:
+    async def main() -> None:
+        async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
+            async with db.executor() as ex:
+                pid = (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0]
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    async def sleeper() -> None:
+                        async with db.executor() as ex:
+                            await ex.execute(Statement("SELECT pg_sleep(30)"))
+
+                    nursery.start_soon(sleeper)
+                    await eventually(lambda: running_query(migrated_pg, pid, "pg_sleep"), "pg_sleep to run")
+                    scope.cancel()
+            assert scope.cancelled_caught
+            # Cancelled on the server: the backend is idle before anything else used it.
+            assert await backend_state(migrated_pg, pid) == "idle"
+            async with db.executor() as ex:
+                assert (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0] == pid
+                assert await ex.execute(Statement("SELECT 7")) == [(7,)]
+
+    trio.run(main)
+
+
+@pytest.mark.postgres
+def test_pg_cancel_rolls_back_transactions(migrated_pg: str) -> None:
+    async def main() -> None:
+        async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
+            async with db.executor() as ex:
+                pid = (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0]
+            explicit, planned = uuid.uuid4().hex, uuid.uuid4().hex
+
+            async def in_explicit_tx() -> None:
+                async with db.transaction() as ex:
+                    await ex.execute(Statement("INSERT INTO trio_marks (v) VALUES (%s)", (explicit,),
+                                               fetch=False))
+                    await ex.execute(Statement("SELECT pg_sleep(30)"))
+
+            async def in_intent_tx() -> None:
+                await db.run(MarkThenWait(planned))
+
+            for body in (in_explicit_tx, in_intent_tx):
+                with trio.CancelScope() as scope:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(body)
+                        await eventually(lambda: running_query(migrated_pg, pid, "pg_sleep"), "pg_sleep")
+                        scope.cancel()
+                assert await backend_state(migrated_pg, pid) == "idle"
+            assert await count_marks(db, explicit) == 0
+            assert await count_marks(db, planned) == 0
+            async with db.executor() as ex:
+                assert (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0] == pid
+
+    trio.run(main)
+
+
+@pytest.mark.postgres
+def test_pg_terminated_idle_connection_is_replaced(migrated_pg: str) -> None:
+    async def main() -> None:
+        async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
+            async with db.executor() as ex:
+                pid = (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0]
+            await trio.to_thread.run_sync(admin_rows, migrated_pg, "SELECT pg_terminate_backend(%s)", (pid,))
+            await eventually(lambda: _gone(migrated_pg, pid), "the backend to exit")
+            async with db.executor() as ex:
+                new_pid = (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0]
+            assert new_pid != pid
+
+    trio.run(main)
+
+
+async def _gone(url: str, pid: int) -> bool:
+    return await backend_state(url, pid) is None
+
+
+@pytest.mark.postgres
+def test_pg_failed_statement_keeps_connection(migrated_pg: str) -> None:
+    async def main() -> None:
+        async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                async with db.transaction() as ex:
+                    await ex.execute(Statement("SELECT 1 / 0"))
+            async with db.executor() as ex:
+                assert await ex.execute(Statement("SELECT 1")) == [(1,)]
+                assert not ex.broken
+
+    trio.run(main)
+
+
+@pytest.mark.postgres
+def test_pg_acquire_timeout_and_bad_urls(migrated_pg: str) -> None:
+    async def main() -> None:
+        async with await AsyncDatabase.from_url(migrated_pg, pool_size=1, timeout=0.05) as db:
+            async with db.executor():
+                with pytest.raises(TimeoutError):
+                    async with db.executor():
+                        pass
+            with pytest.raises(ValidationError):
+                await AsyncDatabase.from_url(migrated_pg, pool_size=0)
+        with pytest.raises(ValidationError):
+            await AsyncDatabase.from_url("mysql://x/y")
+        with pytest.raises(psycopg.OperationalError):
+            await AsyncDatabase.from_url("postgresql://postgres@127.0.0.1:1/none", connect_timeout=1)
+
+    trio.run(main)
+
+
+@pytest.mark.postgres
+def test_pg_connect_dedicated_and_configure(migrated_pg: str) -> None:
+    seen: list[int] = []
+
+    def configure(conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET application_name = 'river-trio-test'")
+        seen.append(conn.info.backend_pid)
+
+    async def main() -> None:
+        async with await AsyncDatabase.from_url(migrated_pg, configure=configure) as db:
+            async with db.executor() as ex:
+                assert await ex.execute(Statement("SHOW application_name")) == [("river-trio-test",)]
+            conn = await db.connect_dedicated()
+            try:
+                assert conn.autocommit and conn.info.backend_pid not in seen
+            finally:
+                conn.close()
+
+    trio.run(main)
+
+
+# ---------------------------------------------------------------- cancellation: SQLite
+
+
+def test_sqlite_interrupt_and_writer_reused(migrated_sqlite: str) -> None:
+    async def main() -> None:
+        async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
+            for readonly in (True, False):
+                with trio.move_on_after(0.2) as scope:
+                    async with db.executor(readonly=readonly) as ex:
+                        await ex.execute(Statement(LONG_SQLITE))
+                assert scope.cancelled_caught
+            value = uuid.uuid4().hex
+            with trio.move_on_after(0.2) as scope:
+                await db.run(MarkThenWait(value))
+            assert scope.cancelled_caught
+            with trio.move_on_after(0.2) as scope:
+                async with db.transaction() as ex:
+                    await ex.execute(Statement("INSERT INTO trio_marks (v) VALUES (?)", (value,),
+                                               fetch=False))
+                    await ex.execute(Statement(LONG_SQLITE))
+            assert scope.cancelled_caught
+            assert await count_marks(db, value) == 0
+            async with db.executor() as ex:
+                assert not ex.conn.in_transaction
+                await ex.execute(Statement("INSERT INTO trio_marks (v) VALUES (?)", (value,), fetch=False))
+            assert await count_marks(db, value) == 1
+
+    trio.run(main)
+
+
+def test_sqlite_nested_writer_refused_and_memory(migrated_sqlite: str) -> None:
+    async def main() -> None:
+        async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db, db.executor():
+            with pytest.raises(RiverError, match="single writer"):
+                async with db.executor():
+                    pass
+        async with await AsyncDatabase.from_url("sqlite://:memory:") as mem:
+            assert mem.limiter.total_tokens == 1
+            async with mem.executor(readonly=True) as ex:
+                assert await ex.execute(Statement("SELECT 1")) == [(1,)]
+            with pytest.raises(ValidationError):
+                await mem.connect_dedicated()
+
+    trio.run(main)
+
+
+# ---------------------------------------------------------------- other sources
+
+
+@pytest.mark.postgres
+def test_from_pool_restores_mode(migrated_pg: str) -> None:
+    pool: ConnectionPool[Any] = ConnectionPool(migrated_pg, min_size=1, max_size=2, open=True)
+
+    async def main() -> None:
+        db = AsyncDatabase.from_pool(pool)
+        assert db.limiter.total_tokens == 2
+        (res,) = await db.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+        assert (await db.run(GetJob(id=res.job.id))).id == res.job.id
+        conn = await db.connect_dedicated()
+        conn.close()
+        await db.aclose()
+
+    try:
+        trio.run(main)
+        with pool.connection() as conn:
+            assert conn.autocommit is False
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
+def test_from_sqlalchemy_engine(kind: str, request: pytest.FixtureRequest) -> None:
+    if kind == "postgres":
+        url = request.getfixturevalue("migrated_pg").replace("postgresql://", "postgresql+psycopg://")
+        engine = sa.create_engine(url, pool_size=2)
+    else:
+        engine = sa.create_engine("sqlite:///" + request.getfixturevalue("migrated_sqlite"), module=sqlean,
+                                  connect_args={"check_same_thread": False})
+
+    async def main() -> None:
+        db = AsyncDatabase.from_sqlalchemy_engine(engine)
+        (res,) = await db.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+        assert (await db.run(GetJob(id=res.job.id))).id == res.job.id
+        with pytest.raises(RuntimeError):
+            async with db.transaction() as ex:
+                (lost,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+                raise RuntimeError
+        with pytest.raises(JobNotFoundError):
+            await db.run(GetJob(id=lost.job.id))
+        if kind == "postgres":
+            (await db.connect_dedicated()).close()
+        else:
+            with pytest.raises(ValidationError):
+                await db.connect_dedicated()
+        await db.aclose()
+
+    try:
+        trio.run(main)
+    finally:
+        engine.dispose()
+
+
+# ---------------------------------------------------------------- caller transactions
+
+
+@pytest.mark.postgres
+def test_caller_tx_psycopg(migrated_pg: str) -> None:
+    async def main() -> None:
+        conn = await trio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg))
+        try:
+            ex = await executor_for_caller_tx(conn)
+            (res,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+            await trio.to_thread.run_sync(conn.rollback)
+            async with await AsyncDatabase.from_url(migrated_pg) as db:
+                with pytest.raises(JobNotFoundError):
+                    await db.run(GetJob(id=res.job.id))
+                ex = await executor_for_caller_tx(conn)
+                async with ex.transaction():  # the caller's: no BEGIN/COMMIT from us
+                    (kept,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+                with pytest.raises(JobNotFoundError):
+                    await db.run(GetJob(id=kept.job.id))
+                await trio.to_thread.run_sync(conn.commit)
+                assert (await db.run(GetJob(id=kept.job.id))).id == kept.job.id
+            conn.autocommit = True
+            with pytest.raises(ValidationError, match="autocommit"):
+                await executor_for_caller_tx(conn)
+        finally:
+            conn.close()
+
+    trio.run(main)
+
+
+@pytest.mark.postgres
+def test_caller_tx_cancel_leaves_caller_connection_usable(migrated_pg: str) -> None:
+    async def main() -> None:
+        conn = await trio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg))
+        try:
+            pid = conn.info.backend_pid
+            ex = await executor_for_caller_tx(conn)
+            with trio.CancelScope() as scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(ex.execute, Statement("SELECT pg_sleep(30)"))
+                    await eventually(lambda: running_query(migrated_pg, pid, "pg_sleep"), "pg_sleep")
+                    scope.cancel()
+            # The caller's transaction is aborted; rolling it back makes the connection usable.
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+            await trio.to_thread.run_sync(conn.rollback)
+            assert await (await executor_for_caller_tx(conn)).execute(Statement("SELECT 3")) == [(3,)]
+        finally:
+            conn.close()
+
+    trio.run(main)
+
+
+def test_caller_tx_sqlite_and_sqlalchemy(migrated_sqlite: str) -> None:
+    async def main() -> None:
+        conn = connect_sqlite(migrated_sqlite)
+        try:
+            conn.execute("BEGIN")
+            ex = await executor_for_caller_tx(conn)
+            assert ex.dialect.name == "sqlite" and connection_kind(conn) == "sqlite"
+            await ex.run(InsertJobs(jobs=(job("trio_rolled_back"),), nonce=nonce()))
+            conn.rollback()
+        finally:
+            conn.close()
+        engine = sa.create_engine("sqlite:///" + migrated_sqlite, module=sqlean,
+                                  connect_args={"check_same_thread": False})
+        try:
+            with orm.Session(engine) as session:
+                ex = await executor_for_caller_tx(session)
+                (kept,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+                session.commit()
+        finally:
+            engine.dispose()
+        async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
+            async with db.executor() as ex:
+                rows = await ex.execute(
+                    Statement("SELECT count(*) FROM river_job WHERE kind = 'trio_rolled_back'"))
+            assert rows == [(0,)]
+            assert (await db.run(GetJob(id=kept.job.id))).id == kept.job.id
+
+        same_thread = sqlean.connect(migrated_sqlite)  # check_same_thread defaults to True
+        try:
+            same_thread.execute("BEGIN")
+            with pytest.raises(ValidationError, match="check_same_thread"):
+                await executor_for_caller_tx(same_thread)
+        finally:
+            same_thread.close()
+
+    trio.run(main)
+
+
+def test_caller_tx_refuses_unknown_and_asyncio_objects() -> None:
+    async def main() -> None:
+        with pytest.raises(ValidationError, match="cannot run inside"):
+            await executor_for_caller_tx(object())
+        fake_async = psycopg.AsyncConnection.__new__(psycopg.AsyncConnection)
+        with pytest.raises(ValidationError, match="asyncio"):
+            await executor_for_caller_tx(fake_async)
+
+    trio.run(main)
+
+
+# ---------------------------------------------------------------- executor directly
+
+
+def test_executor_on_a_bare_connection(tmp_path: Path) -> None:
+    conn = connect_sqlite(str(tmp_path / "bare.sqlite3"))
+
+    async def main() -> None:
+        ex = AsyncExecutor(conn, SQLiteDialect())
+        assert isinstance(ex.runner, ThreadRunner)
+        await ex.execute(Statement("CREATE TABLE t (x integer)", fetch=False))
+        async with ex.transaction():
+            await ex.execute(Statement("INSERT INTO t VALUES (1)", fetch=False))
+        with pytest.raises(ZeroDivisionError):
+            async with ex.transaction():
+                await ex.execute(Statement("INSERT INTO t VALUES (2)", fetch=False))
+                raise ZeroDivisionError
+        assert await ex.execute(Statement("SELECT x FROM t")) == [(1,)]
+        assert not conn.in_transaction
+
+    try:
+        trio.run(main)
+    finally:
+        conn.close()
+
+
