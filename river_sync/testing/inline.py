@@ -1,0 +1,185 @@
+"""Inline mode: ``insert`` runs the job at once, in the caller (Loco's "foreground blocking").
+
+For tests and scripts that want a job's effect synchronously::
+
+    inline = InlineClient(workers)                 # no database: rows kept in memory
+    inline = InlineClient(workers, "sqlite:///x")  # rows recorded in a migrated database
+    inline = inline_client(client)                 # borrow a client's database and settings
+
+    result = inline.insert(SendEmail(to="a@b.c"))
+    result.job.state          # the final row, as a client's insert result has it
+    result.work.output        # the WorkResult of the run (None when a duplicate was skipped)
+
+Every insert runs exactly once, whatever its schedule (scheduled and pending
+jobs too): a failure leaves the job retryable (or available) for a real
+client to pick up later, and is not retried inline. With a database, inserts
+go through the real client (unique options apply; a skipped duplicate is not
+run), and the run is ``work_with_client``. In memory, ids count from 1 and
+unique options are not enforced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from river_protocol.args import kind_of
+from river_protocol.client_core import InsertManyParams
+from river_protocol.constants import JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
+from river_protocol.errors import ValidationError
+from river_protocol.job import JobRow
+from river_protocol.options import InsertOpts
+from river_protocol.retry import RetryPolicy
+from river_protocol.workers import Workers
+from river_sync.testing.builder import build_job
+from river_sync.testing.work import ErrorHandler, Middleware, WorkResult, work_once, work_with_client
+
+if TYPE_CHECKING:
+    from river_sync.client import Client
+
+
+@dataclass(frozen=True, slots=True)
+class InlineResult:
+    """Shaped like the client's ``InsertResult`` (``job``, ``unique_skipped_as_duplicate``), plus
+    the run: ``work`` is None when nothing ran (a skipped duplicate)."""
+
+    job: JobRow
+    unique_skipped_as_duplicate: bool = False
+    work: WorkResult | None = None
+
+
+class InlineClient:
+    """Runs each inserted job immediately in the calling thread (see the module docstring).
+
+    ``database`` (URL, SQLite path, pool, Engine or ``Database``, already
+    migrated) makes the rows real: an insert-only ``river_sync.Client`` is
+    opened on it and closed by ``close()``. Without one, rows live in memory
+    (``jobs()``, ``get_job()``). Keyword settings are the client's.
+    """
+
+    def __init__(
+        self,
+        workers: Workers,
+        database: Any = None,
+        *,
+        schema: str | None = None,
+        middleware: Sequence[Middleware] = (),
+        error_handler: ErrorHandler | None = None,
+        retry_policy: RetryPolicy | None = None,
+        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
+        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
+        client: Client | None = None,
+    ) -> None:
+        if not isinstance(workers, Workers):
+            raise ValidationError(f"InlineClient needs a Workers bundle, got {type(workers).__qualname__}")
+        self.workers = workers
+        self._owns_client = False
+        self._client: Client | None = client
+        if client is None and database is not None:
+            from river_sync.client import Client
+
+            self._client = Client(
+                database, workers=workers, schema=schema, middleware=middleware, error_handler=error_handler,
+                retry_policy=retry_policy, job_timeout=job_timeout, max_attempts=max_attempts,
+            )
+            self._owns_client = True
+        self._middleware = tuple(middleware)
+        self._error_handler = error_handler
+        self._retry_policy = retry_policy
+        self._job_timeout = job_timeout
+        self._max_attempts = max_attempts
+        self._jobs: dict[int, JobRow] = {}
+        self._next_id = 1
+
+    @property
+    def client(self) -> Client | None:
+        """The real client behind a database-backed inline client (None in memory)."""
+        return self._client
+
+    # ---------------------------------------------------------------- inserts
+
+    def insert(self, args: Any, opts: InsertOpts | None = None, *, tx: Any = None) -> InlineResult:
+        """Insert ``args`` and run its worker now; returns the final row and the run.
+
+        ``tx`` (database mode only) runs the insert, the claim and the outcome
+        in the caller's transaction.
+        """
+        if self._client is None:
+            if tx is not None:
+                raise ValidationError("tx= needs a database: this InlineClient keeps its jobs in memory")
+            return self._insert_in_memory(args, opts)
+        inserted = self._client.insert(args, opts, tx=tx)
+        if inserted.unique_skipped_as_duplicate:
+            return InlineResult(inserted.job, True, None)
+        work = work_with_client(self._client, inserted.job, tx=tx)
+        return InlineResult(work.job, False, work)
+
+    def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> list[InlineResult]:
+        """Insert and run each item (args or ``InsertManyParams``) in turn; results follow the input."""
+        results = []
+        for item in items:
+            args, opts = (item.args, item.opts) if isinstance(item, InsertManyParams) else (item, None)
+            results.append(self.insert(args, opts, tx=tx))
+        return results
+
+    def _insert_in_memory(self, args: Any, opts: InsertOpts | None) -> InlineResult:
+        kind = kind_of(args)
+        if kind not in self.workers:
+            raise ValidationError(f"job kind {kind!r} is not registered in the client's Workers bundle")
+        job = build_job(args, opts, id=self._next_id, client_max_attempts=self._max_attempts,
+                        attempt=1, client_id="river-inline")
+        self._next_id += 1
+        work = work_once(
+            self.workers, job, job_timeout=self._job_timeout, retry_policy=self._retry_policy,
+            max_attempts=self._max_attempts, middleware=self._middleware, error_handler=self._error_handler,
+        )
+        self._jobs[job.id] = work.job
+        return InlineResult(work.job, False, work)
+
+    # ---------------------------------------------------------------- memory mode
+
+    def jobs(self) -> list[JobRow]:
+        """Every job this in-memory inline client ran, by id (database mode: use the database)."""
+        if self._client is not None:
+            raise ValidationError("this InlineClient records jobs in its database; query it there")
+        return [self._jobs[i] for i in sorted(self._jobs)]
+
+    def get_job(self, job_id: int) -> JobRow:
+        if self._client is not None:
+            raise ValidationError("this InlineClient records jobs in its database; query it there")
+        try:
+            return self._jobs[job_id]
+        except KeyError:
+            raise ValidationError(f"no job {job_id} was inserted through this InlineClient") from None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def close(self) -> None:
+        if self._owns_client and self._client is not None:
+            self._client.stop()
+            self._owns_client = False
+
+    def __enter__(self) -> InlineClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def inline_client(client: Client) -> InlineClient:
+    """An inline client on ``client``'s database and settings (workers, middleware, retry policy...).
+
+    ``client`` must not be started; closing the inline client leaves it open.
+    """
+    from river_sync.testing.work import client_settings
+
+    config, workers, _, _ = client_settings(client)
+    if workers is None or config is None:
+        raise ValidationError("inline_client needs a river_sync.Client with workers")
+    return InlineClient(workers, client=client, max_attempts=config.max_attempts,
+                        job_timeout=config.job_timeout, retry_policy=config.retry_policy)
+
+
+__all__ = ["InlineClient", "InlineResult", "inline_client"]
