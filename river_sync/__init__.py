@@ -1,8 +1,15 @@
 """The threaded driver: River's client on Postgres or SQLite with one thread per job."""
 
-from river_protocol.client_core import EventKind, InsertManyParams, MaintenanceConfig, QueueConfig
+from river_protocol.client_core import (
+    EventKind,
+    InsertManyParams,
+    LeaderElectionConfig,
+    MaintenanceConfig,
+    QueueConfig,
+)
 from river_protocol.intents import InsertResult
 from river_protocol.job import AttemptError, JobRow
+from river_protocol.leadership import PeriodicJob
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Snooze
 from river_protocol.states import JobState
@@ -35,7 +42,9 @@ __all__ = [
     "JobRow",
     "JobSnooze",
     "JobState",
+    "LeaderElectionConfig",
     "MaintenanceConfig",
+    "PeriodicJob",
     "QueueConfig",
     "Snooze",
     "Subscription",

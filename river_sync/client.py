@@ -37,6 +37,7 @@ from river_protocol.client_core import (
     EventKind,
     InsertManyParams,
     JobPlan,
+    LeaderElectionConfig,
     MaintenanceConfig,
     QueueConfig,
     default_client_id,
@@ -44,10 +45,11 @@ from river_protocol.client_core import (
 from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import GetQueue, InsertResult
+from river_protocol.leadership import PeriodicJob
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.base import Stop
 from river_protocol.machines.completer import CompleterOutput, Submit
-from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT
+from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
 from river_protocol.machines.producer import JobFinished, ProducerOutput, Start, TriggerFetch
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Outcome
@@ -57,6 +59,7 @@ from river_protocol.workers import Workers
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
 from river_sync.events import Event, EventHub, Subscription
+from river_sync.leadership import LeaderDriver, PeriodicJobs
 from river_sync.notifier import NotifierProtocol, notifier_for
 from river_sync.notifier import Subscription as NotifySubscription
 from river_sync.runner import MachineRunner, utcnow
@@ -112,6 +115,14 @@ def _open_database(database: Any, schema: str | None) -> tuple[Database, bool]:
         f"unsupported database {type(database).__qualname__}: pass a URL, a SQLite path, a "
         "psycopg_pool.ConnectionPool, a SQLAlchemy Engine or a river_sync.database.Database"
     )
+
+
+def _election_config(value: bool | LeaderElectionConfig) -> LeaderElectionConfig | None:
+    if isinstance(value, LeaderElectionConfig):
+        return value
+    if not isinstance(value, bool):
+        raise ValidationError(f"leader_election must be a bool or a LeaderElectionConfig, got {value!r}")
+    return LeaderElectionConfig() if value else None
 
 
 # ---------------------------------------------------------------- watchdog
@@ -187,9 +198,9 @@ class Client:
         client_id: str | None = None,
         job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
         soft_stop_timeout: timedelta | None = None,
-        leader_election: bool = True,
+        leader_election: bool | LeaderElectionConfig = True,
         fetch_only_known_kinds: bool = False,
-        periodic_jobs: Sequence[Any] = (),
+        periodic_jobs: Sequence[PeriodicJob] = (),
         maintenance: MaintenanceConfig | None = None,
         error_handler: ErrorHandler | None = None,
         middleware: Sequence[Middleware] = (),
@@ -202,8 +213,6 @@ class Client:
     ) -> None:
         if fetch_only_known_kinds:
             raise ValidationError("fetch_only_known_kinds is not supported yet: River fetches every kind")
-        if periodic_jobs:
-            raise ValidationError("periodic_jobs are not wired into the threaded client yet")
         self._db, self._owns_db = _open_database(database, schema)
         try:
             config = ClientConfig(
@@ -217,15 +226,17 @@ class Client:
                 retry_policy=retry_policy,
                 skip_unknown_job_check=skip_unknown_job_check,
                 maintenance=maintenance or MaintenanceConfig(),
+                leader_election=_election_config(leader_election),
             )
             self._rng = random.Random()
             self._core = ClientCore(config, workers, self._rng)
+            self._leadership = LeaderDriver(self._core, self._db, periodic_jobs)
         except BaseException:
             if self._owns_db:
                 self._db.close()
             raise
         self.soft_stop_timeout = soft_stop_timeout
-        self.leader_election = leader_election  # hook: the elector is not wired yet (see README)
+        self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
         self._error_handler = error_handler
         self._middleware = tuple(middleware)
         self._lock = threading.Lock()  # the core, the run table, lifecycle state
@@ -256,6 +267,15 @@ class Client:
     @property
     def database(self) -> Database:
         return self._db
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this client currently leads (runs maintenance and periodic jobs)."""
+        return self._leadership.is_leader
+
+    def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
+        """Block until ``is_leader == value``; False if ``timeout`` (seconds) passed first."""
+        return self._leadership.wait_leader(value, timeout)
 
     def stats(self) -> ClientStats:
         with self._lock:
@@ -343,10 +363,13 @@ class Client:
         notifier = notifier_for(self._db, enabled=self._core.config.notifications)
         for topic in (TOPIC_INSERT, TOPIC_CONTROL):
             self._notify_subs.append(notifier.subscribe(topic, self._on_notification))
+        if self._leadership.enabled:
+            self._notify_subs.append(notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification))
         notifier.start()
         self._notifier = notifier
         for runner in self._producers.values():
             runner.start(Start())
+        self._leadership.start()
 
     def __enter__(self) -> Client:
         if self._state == "new":
@@ -413,6 +436,7 @@ class Client:
         return True
 
     def _teardown(self) -> None:
+        self._leadership.stop()  # services first, then the resign; needs the database still open
         for sub in self._notify_subs:
             sub.unsubscribe()
         self._notify_subs = []

@@ -416,6 +416,7 @@ class WorkerInfo:
     """What the rescuer needs to know about a locally registered kind."""
 
     timeout: timedelta | None = None  # None or 0 = use the client's job timeout; negative = never
+    timeout_for: Callable[[JobRow], timedelta | None] | None = None  # per-job timeout; wins over ``timeout``
     next_retry: Callable[[JobRow], datetime | None] | None = None
     args_valid: Callable[[JobRow], bool] | None = None
 
@@ -455,7 +456,8 @@ def rescue_decision(
         return final(JobState.DISCARDED)
     if worker.args_valid is not None and not worker.args_valid(job):
         return retry(None) if can_retry else final(JobState.DISCARDED)
-    timeout = worker.timeout if worker.timeout else job_timeout
+    own = worker.timeout_for(job) if worker.timeout_for is not None else worker.timeout
+    timeout = own if own else job_timeout
     if timeout < timedelta(0):
         return None
     if timeout > timedelta(0) and job.attempted_at is not None and now - job.attempted_at < timeout:
@@ -507,32 +509,36 @@ class RescuerJob:
 
 
 def job_scheduler(rng: Rng, throttle: InsertNotifyThrottle | None = None,
-                  interval: timedelta = C.SCHEDULER_INTERVAL) -> MaintenanceService:
-    return MaintenanceService("job_scheduler", SchedulerJob(throttle, interval), rng, interval=interval)
+                  interval: timedelta = C.SCHEDULER_INTERVAL, *, stagger: bool = True) -> MaintenanceService:
+    return MaintenanceService("job_scheduler", SchedulerJob(throttle, interval), rng, interval=interval,
+                              stagger=stagger)
 
 
 def job_rescuer(rng: Rng, workers: Mapping[str, WorkerInfo], retry_policy: RetryPolicy,
                 job_timeout: timedelta = C.JOB_TIMEOUT_DEFAULT,
                 rescue_after: timedelta = C.RESCUE_AFTER_DEFAULT,
-                interval: timedelta = C.RESCUER_INTERVAL) -> MaintenanceService:
+                interval: timedelta = C.RESCUER_INTERVAL, *, stagger: bool = True) -> MaintenanceService:
     job = RescuerJob(workers, job_timeout, retry_policy, rng, rescue_after)
-    return MaintenanceService("job_rescuer", job, rng, interval=interval)
+    return MaintenanceService("job_rescuer", job, rng, interval=interval, stagger=stagger)
 
 
 def job_cleaner(rng: Rng, job: JobCleanerJob | None = None,
-                interval: timedelta = C.JOB_CLEANER_INTERVAL) -> MaintenanceService:
-    return MaintenanceService("job_cleaner", job or JobCleanerJob(), rng, interval=interval)
+                interval: timedelta = C.JOB_CLEANER_INTERVAL, *, stagger: bool = True) -> MaintenanceService:
+    return MaintenanceService("job_cleaner", job or JobCleanerJob(), rng, interval=interval, stagger=stagger)
 
 
 def queue_cleaner(rng: Rng, retention: timedelta = C.QUEUE_RETENTION,
-                  interval: timedelta = C.QUEUE_CLEANER_INTERVAL) -> MaintenanceService:
-    return MaintenanceService("queue_cleaner", QueueCleanerJob(retention), rng, interval=interval)
+                  interval: timedelta = C.QUEUE_CLEANER_INTERVAL, *,
+                  stagger: bool = True) -> MaintenanceService:
+    return MaintenanceService("queue_cleaner", QueueCleanerJob(retention), rng, interval=interval,
+                              stagger=stagger)
 
 
 def notification_cleaner(rng: Rng, retention: timedelta = C.NOTIFICATION_RETENTION,
-                         interval: timedelta = C.NOTIFICATION_CLEANER_INTERVAL) -> MaintenanceService:
+                         interval: timedelta = C.NOTIFICATION_CLEANER_INTERVAL, *,
+                         stagger: bool = True) -> MaintenanceService:
     return MaintenanceService("sqlite_notification_cleaner", NotificationCleanerJob(retention), rng,
-                              interval=interval)
+                              interval=interval, stagger=stagger)
 
 
 def reindexer(rng: Rng, indexes: Sequence[str] = C.REINDEX_DEFAULT_INDEXES,

@@ -41,9 +41,12 @@ METADATA_PERIODIC_ID = "river:periodic_job_id"
 @dataclass(frozen=True, slots=True)
 class PeriodicJob:
     schedule: Schedule
-    constructor: Callable[[], InsertParams | None]
+    # Called as constructor() or, with pass_now, constructor(now): a client resolving user args
+    # needs the construction time (a ByPeriod unique key is bucketed on it, as in Go).
+    constructor: Callable[..., InsertParams | None]
     id: str = ""
     run_on_start: bool = False
+    pass_now: bool = False
 
     def __post_init__(self) -> None:
         if self.id:
@@ -209,7 +212,7 @@ class PeriodicEnqueuer(Machine):
             entry.scheduled = True
             entry.next_run = entry.job.schedule.next(now)
             if entry.job.run_on_start:
-                self._construct(entry, now, batch)
+                self._construct(entry, now, batch, now)
         self._insert(batch, now)
         self._plan(now)
 
@@ -222,14 +225,16 @@ class PeriodicEnqueuer(Machine):
             entry = self._entries[handle]
             if entry.next_run is None or not entry.next_run < margin:
                 continue
-            self._construct(entry, entry.next_run, batch)
+            self._construct(entry, entry.next_run, batch, now)
             entry.next_run = entry.job.schedule.next(entry.next_run)
         self._insert(batch, now)
         self._schedule_new(now)
 
-    def _construct(self, entry: _Entry, scheduled_at: datetime, batch: list[InsertParams]) -> None:
+    def _construct(
+        self, entry: _Entry, scheduled_at: datetime, batch: list[InsertParams], now: datetime
+    ) -> None:
         try:
-            params = entry.job.constructor()
+            params = entry.job.constructor(now) if entry.job.pass_now else entry.job.constructor()
         except Exception as exc:  # a user constructor failing must not stop the other definitions
             self._errors.append((entry.job.id, exc))
             return
