@@ -208,12 +208,18 @@ class _Hub:
         send, receive = trio.open_memory_channel[tuple[str, str]](self._buffer_size)
         self._send = send
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._dispatch, receive)
-                try:
-                    await body(nursery)
-                finally:
-                    nursery.cancel_scope.cancel()
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._dispatch, receive)
+                    try:
+                        await body(nursery)
+                    finally:
+                        nursery.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                # The nursery is an implementation detail: callers see the error itself.
+                if len(group.exceptions) == 1:
+                    raise group.exceptions[0] from None
+                raise
         finally:
             self._send = None
             send.close()
