@@ -34,7 +34,7 @@ from typing import Any
 from river_protocol.args import kind_of
 from river_protocol.errors import ValidationError
 from river_protocol.gojson import decode_args, encode_args
-from river_protocol.gotime import GoTime
+from river_protocol.gotime import GoTime, format_sqlite_time, parse_time
 from river_protocol.intents import JobListFilter, ListJobs
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
@@ -180,8 +180,12 @@ class ExpectedJob:
                 checks.append(("args", json.loads(encode_args(self.args)), True))
         return checks
 
-    def differences(self, job: JobRow) -> list[str]:
-        """Why ``job`` doesn't match (empty: it matches)."""
+    def differences(self, job: JobRow, *, dialect: str = "postgres") -> list[str]:
+        """Why ``job`` doesn't match (empty: it matches).
+
+        Times compare at the column's precision: microseconds on Postgres,
+        River's rounded milliseconds on SQLite (``dialect="sqlite"``).
+        """
         out: list[str] = []
         if job.kind != self.kind:
             out.append(f"kind {job.kind!r} is not {self.kind!r}")
@@ -197,6 +201,8 @@ class ExpectedJob:
             out.append(f"tags {list(job.tags)} are not {list(self.tags)}")
         if self.scheduled_at is not None:
             want = _as_datetime(self.scheduled_at)
+            if dialect == "sqlite":
+                want = parse_time(format_sqlite_time(want))
             if job.scheduled_at is None or job.scheduled_at != want:
                 got = "none" if job.scheduled_at is None else job.scheduled_at.isoformat()
                 out.append(f"scheduled_at {got} is not {want.isoformat()}")
@@ -285,14 +291,15 @@ def require_inserted(
     expected = _expectation(kind_or_args, queue, priority, max_attempts, state, tags, scheduled_at, args)
     with reading(target, tx=tx, schema=schema) as ex:
         jobs = jobs_of_kinds(ex, [expected.kind])
-    matches = [job for job in jobs if not expected.differences(job)]
+        dialect = ex.dialect.name
+    matches = [job for job in jobs if not expected.differences(job, dialect=dialect)]
     if len(matches) == 1:
         return expected.decode(matches[0])
     if not jobs:
         raise _fail(f"expected {expected.describe()}, but no job of kind {expected.kind!r} was found")
     if not matches:
         reasons = "\n".join(
-            f"  id={job.id}: " + "; ".join(expected.differences(job)) for job in jobs[:20]
+            f"  id={job.id}: " + "; ".join(expected.differences(job, dialect=dialect)) for job in jobs[:20]
         )
         raise _fail(
             f"expected {expected.describe()}, but none of the {len(jobs)} job(s) of that kind matches:\n"
@@ -322,7 +329,8 @@ def require_not_inserted(
     expected = _expectation(kind_or_args, queue, priority, max_attempts, state, tags, scheduled_at, args)
     with reading(target, tx=tx, schema=schema) as ex:
         jobs = jobs_of_kinds(ex, [expected.kind])
-    matches = [job for job in jobs if not expected.differences(job)]
+        dialect = ex.dialect.name
+    matches = [job for job in jobs if not expected.differences(job, dialect=dialect)]
     if matches:
         raise _fail(
             f"expected no {expected.describe()}, but {len(matches)} were inserted:\n{_listing(matches)}"
@@ -343,6 +351,7 @@ def require_many_inserted(
         raise ValidationError("require_many_inserted needs at least one expected job")
     with reading(target, tx=tx, schema=schema) as ex:
         jobs = jobs_of_kinds(ex, [e.kind for e in expectations])
+        dialect = ex.dialect.name
     want = [e.kind for e in expectations]
     got = [job.kind for job in jobs]
     if want != got:
@@ -352,7 +361,7 @@ def require_many_inserted(
         )
     failures = []
     for index, (expected, job) in enumerate(zip(expectations, jobs, strict=True)):
-        diffs = expected.differences(job)
+        diffs = expected.differences(job, dialect=dialect)
         if diffs:
             failures.append(f"  [{index}] id={job.id}: " + "; ".join(diffs))
     if failures:
