@@ -316,6 +316,7 @@ class ClientCore:
         self.config = config
         self.workers = workers if workers is not None else Workers()
         self._rng = rng
+        self._live_queues: dict[str, QueueConfig] = dict(config.queues)
         self._throttle = InsertNotifyThrottle(config.fetch_cooldown)
         self._breakers: dict[str, mnt.BatchSizeBreaker] = {}
         if config.queues and not len(self.workers):
@@ -329,6 +330,37 @@ class ClientCore:
 
     def make_producers(self) -> dict[str, Producer]:
         return {name: self.make_producer(name, q) for name, q in self.config.queues.items()}
+
+    @property
+    def queues(self) -> Mapping[str, QueueConfig]:
+        """The queues worked now: the configured ones plus runtime additions, minus removals."""
+        return self._live_queues
+
+    def add_queue(self, name: str, q: QueueConfig) -> Producer:
+        """Start working ``name`` at runtime (Go's ``QueueBundle.Add``): its new producer."""
+        from river_protocol.admin import QueueAlreadyAddedError
+
+        if not self.works_jobs:
+            raise ValidationError("client is not configured to execute jobs (no queues): cannot add a queue")
+        if not isinstance(q, QueueConfig):
+            raise ValidationError(f"queue {name!r}: expected a QueueConfig, got {type(q).__name__}")
+        if name in self.queues:
+            raise QueueAlreadyAddedError(f"queue {name!r} is already worked by this client")
+        producer = self.make_producer(name, q)
+        self._live_queues[name] = q
+        return producer
+
+    def remove_queue(self, name: str) -> None:
+        """Stop routing notifications to ``name`` (its producer is stopped by the driver)."""
+        from river_protocol.admin import QueueNotAddedError
+
+        if not self.works_jobs:
+            raise ValidationError(
+                "client is not configured to execute jobs (no queues): cannot remove a queue"
+            )
+        if name not in self.queues:
+            raise QueueNotAddedError(f"queue {name!r} is not worked by this client")
+        del self._live_queues[name]
 
     def make_producer(self, name: str, q: QueueConfig) -> Producer:
         """A producer for queue ``name`` (also for queues added to a running client)."""
@@ -484,14 +516,14 @@ class ClientCore:
         """The (queue, producer event) pairs a notification turns into; bad payloads give none."""
         if topic == TOPIC_INSERT:
             insert = parse_insert(payload)
-            if insert is None or insert.queue not in self.config.queues:
+            if insert is None or insert.queue not in self.queues:
                 return ()
             return ((insert.queue, InsertNotification(insert.queue)),)
         if topic == TOPIC_CONTROL:
             control = parse_control(payload)
             if control is None:
                 return ()
-            return tuple((q, ControlMessage(control)) for q in self.config.queues if control.applies_to(q))
+            return tuple((q, ControlMessage(control)) for q in self.queues if control.applies_to(q))
         return ()
 
     # -- running jobs -------------------------------------------------------

@@ -1,5 +1,7 @@
 """The threaded driver: River's client on Postgres or SQLite with one thread per job."""
 
+from river_protocol.admin import JobPage, JobRunningError, QueueAlreadyAddedError, QueueNotAddedError
+from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
     EventKind,
     InsertManyParams,
@@ -7,7 +9,8 @@ from river_protocol.client_core import (
     MaintenanceConfig,
     QueueConfig,
 )
-from river_protocol.intents import InsertResult
+from river_protocol.errors import JobNotFoundError, QueueNotFoundError
+from river_protocol.intents import InsertResult, QueueRow
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.options import InsertOpts
@@ -20,6 +23,8 @@ from river_sync.client import Client, ClientStats
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
 from river_sync.events import Event, Subscription
+from river_sync.signals import run_until_signalled
+from river_sync.transactions import transaction
 
 __all__ = [
     "AttemptError",
@@ -39,18 +44,28 @@ __all__ = [
     "InsertResult",
     "JobCancel",
     "JobDiscard",
+    "JobNotFoundError",
+    "JobPage",
     "JobRow",
+    "JobRunningError",
     "JobSnooze",
     "JobState",
     "LeaderElectionConfig",
     "MaintenanceConfig",
     "PeriodicJob",
+    "QueueAlreadyAddedError",
     "QueueConfig",
+    "QueueNotAddedError",
+    "QueueNotFoundError",
+    "QueueRow",
     "Snooze",
     "Subscription",
+    "TagFilter",
     "UniqueOpts",
     "WorkCancelled",
     "WorkContext",
     "WorkOutcome",
     "Workers",
+    "run_until_signalled",
+    "transaction",
 ]

@@ -29,6 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
     EVENT_FOR_QUEUE,
     EVENT_FOR_REASON,
@@ -56,12 +57,14 @@ from river_protocol.outcomes import Outcome
 from river_protocol.retry import RetryPolicy
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
 from river_protocol.workers import Workers
+from river_sync.admin import JobsAPI, QueuesAPI
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
 from river_sync.events import Event, EventHub, Subscription
 from river_sync.leadership import LeaderDriver, PeriodicJobs
 from river_sync.notifier import NotifierProtocol, notifier_for
 from river_sync.notifier import Subscription as NotifySubscription
+from river_sync.resumable import resumable_middleware
 from river_sync.runner import MachineRunner, utcnow
 
 log = logging.getLogger(__name__)
@@ -210,9 +213,8 @@ class Client:
         max_attempts: int = MAX_ATTEMPTS_DEFAULT,
         fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
         skip_unknown_job_check: bool = False,
+        tag_filter: TagFilter | None = None,
     ) -> None:
-        if fetch_only_known_kinds:
-            raise ValidationError("fetch_only_known_kinds is not supported yet: River fetches every kind")
         self._db, self._owns_db = _open_database(database, schema)
         try:
             config = ClientConfig(
@@ -225,6 +227,8 @@ class Client:
                 notifications=notifications,
                 retry_policy=retry_policy,
                 skip_unknown_job_check=skip_unknown_job_check,
+                fetch_only_known_kinds=fetch_only_known_kinds,
+                tag_filter=tag_filter,
                 maintenance=maintenance or MaintenanceConfig(),
                 leader_election=_election_config(leader_election),
             )
@@ -238,7 +242,9 @@ class Client:
         self.soft_stop_timeout = soft_stop_timeout
         self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
         self._error_handler = error_handler
-        self._middleware = tuple(middleware)
+        self._middleware = (resumable_middleware, *middleware)  # River's resumable steps: outermost
+        self.jobs = JobsAPI(self)
+        self.queues = QueuesAPI(self)
         self._lock = threading.Lock()  # the core, the run table, lifecycle state
         self._events = EventHub()
         self._runs: dict[int, _Run] = {}
@@ -606,6 +612,41 @@ class Client:
             if self._runs.get(run.plan.job.id) is run:
                 del self._runs[run.plan.job.id]
             self._runs_idle.notify_all()
+
+    # ---------------------------------------------------------------- runtime queues (client.queues)
+
+    def _add_queue(self, name: str, config: QueueConfig) -> None:
+        with self._stop_lock:
+            with self._lock:
+                if self._state in ("stopping", "stopped"):
+                    raise RiverError(f"cannot add queue {name!r}: the client is {self._state}")
+                producer = self._core.add_queue(name, config)
+                started = self._state == "started"
+            runner = MachineRunner(
+                producer, self._db, name=f"producer-{name}", on_output=self._producer_hook(name),
+                readonly=lambda intent: isinstance(intent, GetQueue),
+            )
+            self._producers[name] = runner
+            if started:  # otherwise start() starts it with the others
+                runner.start(Start())
+
+    def _remove_queue(self, name: str, timeout: float | None) -> None:
+        with self._stop_lock:
+            if name not in self._core.queues:
+                self._core.remove_queue(name)  # raises the not-added error
+            runner = self._producers.get(name)
+            if runner is not None and self._state == "started":
+                runner.post(Stop())
+                if not runner.done.wait(timeout):
+                    raise TimeoutError(
+                        f"queue {name!r} is stopping but still has running jobs after {timeout}s; "
+                        "call remove again to wait for them"
+                    )
+                runner.finish()
+                runner.join()
+            with self._lock:
+                self._core.remove_queue(name)
+            self._producers.pop(name, None)
 
 
 __all__ = ["Client", "ClientStats", "InsertManyParams", "MaintenanceConfig", "QueueConfig"]

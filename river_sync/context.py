@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from river_protocol.job import JobRow
 from river_protocol.outcomes import record_output
 from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
+from river_sync.resumable import ResumableSteps
 
 if TYPE_CHECKING:
     from river_sync.client import Client
@@ -52,8 +53,12 @@ class CancellationToken:
             raise WorkCancelled(cause)
 
 
-class WorkContext:
-    """Per-run context: the job row, decoded args, the client and the cancellation token."""
+class WorkContext(ResumableSteps):
+    """Per-run context: the job row, decoded args, the client and the cancellation token.
+
+    Resumable steps (``step``, ``cursor``, ``set_cursor``, ``checkpoint``) come
+    from ``river_sync.resumable.ResumableSteps``.
+    """
 
     def __init__(self, job: JobRow, args: Any, client: Client, token: CancellationToken) -> None:
         self.job = job

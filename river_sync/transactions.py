@@ -1,0 +1,88 @@
+"""``river_sync.transaction(database)``: one transaction to pass as ``tx=`` to the client.
+
+::
+
+    with river_sync.transaction(client) as tx:
+        tx.execute("INSERT INTO orders ...")          # your own statements
+        client.insert(SendReceipt(order_id), tx=tx)   # exists only if the block commits
+        client.jobs.cancel(old_job_id, tx=tx)
+
+The block commits when it ends normally and rolls back on an exception. The
+yielded object is the driver's own connection (psycopg 3 ``Connection`` or a
+sqlite3/sqlean connection), so any code that takes a DB-API connection can
+share the transaction.
+
+Pools: the connection is borrowed from the client's ``Database`` (its psycopg
+pool, SQLAlchemy engine or SQLite handle) for the duration of the block and
+handed back afterwards; keep blocks short, a pooled connection is busy the
+whole time.
+
+SQLite: the transaction starts with ``BEGIN IMMEDIATE``, taking the write
+lock up front, because River's requests write and a deferred transaction that
+upgrades to a writer later can fail with SQLITE_BUSY instead of waiting. The
+database is in WAL mode, so readers (other connections, other processes) keep
+reading meanwhile. Writers elsewhere wait up to the busy timeout (5 s by
+default, ``Database.from_sqlite_path(busy_timeout_ms=...)``) and then fail
+with "database is locked". Inside this process the block holds the single
+writer connection: a client call *without* ``tx=`` that needs to write,
+made inside the block on the same thread, is refused with an error rather
+than deadlocking; pass ``tx=`` instead.
+
+Requests made with ``tx=`` run directly in the caller's transaction, without
+savepoints: if one raises, the transaction is in an unknown state (on
+Postgres it is aborted) and must be rolled back, which leaving the block with
+the exception does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from river_protocol.errors import ValidationError
+from river_sync.database import Database
+
+
+def _database(database: Any) -> tuple[Database, bool]:
+    """(Database, owned) for a Client, Database, URL or SQLite path."""
+    from river_sync.client import Client
+
+    if isinstance(database, Client):
+        return database.database, False
+    if isinstance(database, Database):
+        return database, False
+    if isinstance(database, str | Path):
+        text = str(database)
+        if "://" in text:
+            return Database.from_url(text), True
+        return Database.from_sqlite_path(text), True
+    raise ValidationError(
+        f"transaction() takes a Client, a Database, a URL or a SQLite path, got {type(database).__qualname__}"
+    )
+
+
+@contextmanager
+def transaction(database: Any) -> Iterator[Any]:
+    """A connection inside BEGIN (BEGIN IMMEDIATE on SQLite); commit on success, rollback on error."""
+    db, owned = _database(database)
+    try:
+        with db.executor() as executor:
+            conn = executor.conn
+            if db.dialect.name == "postgres":
+                with conn.transaction():
+                    yield conn
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+    finally:
+        if owned:
+            db.close()
