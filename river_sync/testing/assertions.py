@@ -107,11 +107,21 @@ def jobs_of_kinds(ex: Executor, kinds: Sequence[str]) -> list[JobRow]:
 # ---------------------------------------------------------------- expectations
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class InsertedJob(JobRow):
-    """A found ``JobRow`` plus its args decoded into the expected args type (a dict for a kind)."""
+    """A found ``JobRow`` plus its args decoded into the expected args type (a dict for a kind).
+
+    It equals a ``JobRow`` with the same columns (the decoded args derive from them).
+    """
 
     decoded_args: Any = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JobRow):
+            return NotImplemented
+        return all(getattr(self, f.name) == getattr(other, f.name) for f in dataclasses.fields(JobRow))
+
+    __hash__ = None  # type: ignore[assignment]  # mutable metadata, like JobRow
 
 
 def _expected_kind_and_type(expected: Any) -> tuple[str, type | None, Any]:
