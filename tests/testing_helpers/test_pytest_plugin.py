@@ -1,0 +1,178 @@
+"""The pytest plugin's fixtures, exercised in throwaway pytest runs (pytester)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+Runner = Callable[..., pytest.RunResult]
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def run(pytester: pytest.Pytester, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """``run(*args)``: an inner pytest run with the plugin loaded (by its entry point when installed)."""
+    monkeypatch.delenv("RIVER_TEST_DATABASE_URL", raising=False)
+    autoloaded = request.config.pluginmanager.has_plugin("river")
+
+    def run_inner(*args: str) -> pytest.RunResult:
+        extra = () if autoloaded else ("-p", "river_sync.pytest_plugin")
+        return pytester.runpytest_inprocess(*extra, "-p", "no:cacheprovider", *args)
+
+    return run_inner
+
+
+def test_registered_as_a_pytest11_entry_point() -> None:
+    points = importlib.metadata.entry_points(group="pytest11")
+    assert any(p.name == "river" and p.value == "river_sync.pytest_plugin" for p in points)
+
+
+def test_sqlite_url_is_migrated_and_emptied_per_test(pytester: pytest.Pytester, run: Runner) -> None:
+    pytester.makepyfile(
+        """
+        import dataclasses
+        from typing import ClassVar
+        from river_sync import Client
+        from river_sync.testing import require_inserted, require_not_inserted
+
+        @dataclasses.dataclass
+        class Ping:
+            kind: ClassVar[str] = "ping"
+            n: int = 0
+
+        def test_first(river_sqlite_url):
+            assert river_sqlite_url.startswith("sqlite:///")
+            with Client(river_sqlite_url) as client:
+                client.insert(Ping(1))
+                assert require_inserted(client, Ping).id == 1
+
+        def test_second_starts_empty(river_sqlite_url):
+            with Client(river_sqlite_url) as client:
+                require_not_inserted(client, Ping)
+                assert client.insert(Ping(2)).job.id == 1  # ids restart too
+        """
+    )
+    result = run("-v")
+    result.assert_outcomes(passed=2)
+
+
+def test_client_uses_the_overridden_workers(pytester: pytest.Pytester, run: Runner) -> None:
+    pytester.makeconftest(
+        """
+        import dataclasses
+        from typing import ClassVar
+        import pytest
+        from river_sync import Workers
+
+        @dataclasses.dataclass
+        class Known:
+            kind: ClassVar[str] = "known"
+            text: str = ""
+
+        @dataclasses.dataclass
+        class Unknown:
+            kind: ClassVar[str] = "unknown"
+
+        @pytest.fixture
+        def river_workers():
+            workers = Workers()
+            workers.job(Known)(lambda ctx, args: ctx.record_output(args.text.upper()))
+            return workers
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+        from conftest import Known, Unknown
+        from river_protocol.errors import ValidationError
+        from river_sync import JobState
+        from river_sync.testing import require_inserted
+
+        def test_insert_only_client(river_client):
+            river_client.insert(Known("a"))
+            assert require_inserted(river_client, Known, state=JobState.AVAILABLE).decoded_args == Known("a")
+            with pytest.raises(ValidationError, match="not registered"):
+                river_client.insert(Unknown())
+
+        def test_inline_client(river_inline_client):
+            result = river_inline_client.insert(Known("b"))
+            assert result.job.state is JobState.COMPLETED and result.job.metadata["output"] == "B"
+        """
+    )
+    run().assert_outcomes(passed=2)
+
+
+def test_default_workers_are_empty(pytester: pytest.Pytester, run: Runner) -> None:
+    pytester.makepyfile(
+        """
+        def test_empty(river_workers, river_client):
+            assert len(river_workers) == 0
+            assert river_client.database.dialect.name == "sqlite"
+        """
+    )
+    run().assert_outcomes(passed=1)
+
+
+def test_postgres_skipped_without_a_server_setting(pytester: pytest.Pytester, run: Runner) -> None:
+    pytester.makepyfile("def test_pg(river_postgres_url):\n    raise AssertionError('not reached')\n")
+    result = run("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*set $RIVER_TEST_DATABASE_URL or pass --river-postgres-url*"])
+
+
+def test_postgres_skipped_when_unreachable(pytester: pytest.Pytester, run: Runner) -> None:
+    pytester.makepyfile("def test_pg(river_postgres_url):\n    raise AssertionError('not reached')\n")
+    result = run("-rs", "--river-postgres-url=postgresql://postgres@127.0.0.1:1/none")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*Postgres unreachable at postgresql://postgres@127.0.0.1:1/none*"])
+
+
+@pytest.mark.postgres
+def test_postgres_scratch_database(pytester: pytest.Pytester, run: Runner) -> None:
+    import psycopg
+
+    from tests.conftest import pg_base_url
+
+    base = pg_base_url()
+    try:
+        psycopg.connect(base, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        pytest.skip(f"Postgres unreachable at {base}: {exc}")
+    pytester.makepyfile(
+        """
+        import dataclasses
+        from typing import ClassVar
+        import psycopg
+        from river_sync import Client
+        from river_sync.testing import require_inserted, require_not_inserted
+
+        NAMES = []
+
+        @dataclasses.dataclass
+        class Ping:
+            kind: ClassVar[str] = "ping"
+
+        def test_first(river_postgres_url):
+            NAMES.append(river_postgres_url)
+            open("pg_url.txt", "w").write(river_postgres_url)
+            assert "/river_pytest_" in river_postgres_url
+            with Client(river_postgres_url) as client:
+                client.insert(Ping())
+                require_inserted(client, Ping)
+
+        def test_second(river_postgres_url):
+            assert NAMES == [river_postgres_url]  # one database per session
+            with Client(river_postgres_url) as client:
+                require_not_inserted(client, Ping)
+        """
+    )
+    run(f"--river-postgres-url={base}").assert_outcomes(passed=2)
+    # The scratch database is gone after the session.
+    name = Path(pytester.path / "pg_url.txt").read_text().rsplit("/", 1)[1]
+    with psycopg.connect(base, autocommit=True) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    assert left == (0,)
