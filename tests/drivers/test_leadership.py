@@ -147,7 +147,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def test_killed_leader_its_stuck_job_rescued_and_its_row_taken_over(client_db_url: str, tmp_path: Path) -> None:
+def test_killed_leader_its_stuck_job_rescued_and_its_row_taken_over(client_db_url: str) -> None:
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
     child = subprocess.Popen([sys.executable, "-c", _CHILD, client_db_url], env=env,
