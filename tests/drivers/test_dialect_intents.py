@@ -113,6 +113,12 @@ def migrated_pg(module_pg_url: str) -> Iterator[str]:
     yield module_pg_url
 
 
+def _only(name: str) -> Any:
+    """Parametrise a test over one database only (some behaviour exists on one side alone)."""
+    marks = [pytest.mark.postgres] if name == "postgres" else []
+    return pytest.mark.parametrize("db", [pytest.param(name, marks=marks)], indirect=True)
+
+
 @pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
 def db(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[DB]:
     if request.param == "postgres":
@@ -510,9 +516,8 @@ def test_index_intents(db: DB) -> None:
         db.run(Reindex(index="x; DROP TABLE river_job"))
 
 
+@_only("postgres")  # SQLite's plain REINDEX leaves no artifacts
 def test_list_reindex_artifacts_finds_leftovers_on_postgres(db: DB) -> None:
-    if not db.pg:
-        pytest.skip("SQLite's plain REINDEX leaves no artifacts")
     for name in ("river_job_kind_ccnew", "river_job_kind_ccold1", "river_job_kind_other"):
         db.ex.execute(Statement(f"CREATE INDEX {name} ON river_job (kind)", fetch=False))
     assert db.run(ListReindexArtifacts(index="river_job_kind")) == [
@@ -620,9 +625,8 @@ def test_leader_elect_on_db_clock(db: DB) -> None:
     assert again is not None and again.expires_at >= won.expires_at
 
 
+@_only("postgres")  # SQLite resignations send no notification (§10.1)
 def test_leader_resign_notifies_on_postgres(db: DB) -> None:
-    if not db.pg:
-        pytest.skip("SQLite resignations send no notification (§10.1)")
     won = db.run(LeaderElect(leader_id="one", ttl=timedelta(seconds=15)))
     listener = _listener(db, "public.river_leadership")
     assert db.run(LeaderResign(leader_id="one", elected_at=won.elected_at)) is True
@@ -846,9 +850,8 @@ def test_every_intent_has_a_planner_on_both_dialects() -> None:
 # ---------------------------------------------------------------- SQLite text forms
 
 
+@_only("sqlite")  # Postgres stores timestamptz, not text
 def test_sqlite_db_clock_times_are_canonical(db: DB) -> None:
-    if db.pg:
-        pytest.skip("Postgres stores timestamptz, not text")
     put(db, full())
     db.run(ClaimJobs(queue="default", limit=1, client_id="me"))
     won = db.run(LeaderElect(leader_id="one", ttl=timedelta(seconds=15)))
@@ -860,9 +863,8 @@ def test_sqlite_db_clock_times_are_canonical(db: DB) -> None:
     assert won.expires_at - won.elected_at == timedelta(seconds=15)
 
 
+@_only("sqlite")  # text timestamps exist only on SQLite
 def test_sqlite_reads_go_written_text(db: DB) -> None:
-    if db.pg:
-        pytest.skip("text timestamps exist only on SQLite")
     (row,) = put(db, full(state=S.RUNNING, attempt=1, attempted_at=T0))
     # The Go completer binds native times, which modernc stores as time.String() text.
     db.ex.execute(Statement(
