@@ -38,7 +38,8 @@ def _workers(fn: Any, args_type: type = Task) -> Workers:
 
 def test_get_list_count_retry_delete_update(client_db_url: str) -> None:
     with Client(client_db_url) as client:
-        ids = [client.insert(Task(str(i)), InsertOpts(queue="q1" if i % 2 else "q2")).job.id for i in range(5)]
+        queue_of = ["q2", "q1", "q2", "q1", "q2"]
+        ids = [client.insert(Task(str(i)), InsertOpts(queue=q)).job.id for i, q in enumerate(queue_of)]
         other = client.insert(Other(1)).job.id
         assert client.jobs.get(ids[0]).id == ids[0]
         with pytest.raises(JobNotFoundError):

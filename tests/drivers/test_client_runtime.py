@@ -113,7 +113,8 @@ def test_insert_many_mixed_kinds_all_worked(client_db_url: str) -> None:
     client = fast_client(client_db_url, workers, notifications=False)
     sub = client.subscribe([EventKind.JOB_COMPLETED])
     with client:
-        results = client.insert_many([Task("a"), Other(2), InsertManyParams(Other(3), InsertOpts(priority=2))])
+        items = [Task("a"), Other(2), InsertManyParams(Other(3), InsertOpts(priority=2))]
+        results = client.insert_many(items)
         for r in results:
             wait_for(sub, r.job.id)
     assert [r.job.kind for r in results] == ["task", "other", "other"]

@@ -1,4 +1,4 @@
-"""Resumable steps end to end on Postgres and SQLite: skip on retry, cursors, Go-written metadata, checkpoints."""
+"""Resumable steps end to end on Postgres and SQLite: skips, cursors, Go-written metadata, checkpoints."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ DONE = (EventKind.JOB_COMPLETED, EventKind.JOB_FAILED)
 def _stored_metadata(client: Any, job_id: int) -> dict[str, Any]:
     with client.database.executor(readonly=True) as ex:
         if client.database.dialect.name == "postgres":
-            raw = ex.conn.execute("SELECT metadata::text FROM river_job WHERE id = %s", (job_id,)).fetchone()[0]
+            sql = "SELECT metadata::text FROM river_job WHERE id = %s"
         else:
-            raw = ex.conn.execute("SELECT json(metadata) FROM river_job WHERE id = ?", (job_id,)).fetchone()[0]
+            sql = "SELECT json(metadata) FROM river_job WHERE id = ?"
+        raw = ex.conn.execute(sql, (job_id,)).fetchone()[0]
     value = json.loads(raw)
     assert isinstance(value, dict)
     return value
