@@ -6,7 +6,8 @@ Every assertion reads ``river_job`` through a *target*:
 - a database URL or SQLite path (opened and closed for the check);
 - a transaction: a psycopg connection, SQLAlchemy Connection/Session or
   sqlite3/sqlean connection, read in that very transaction, so jobs inserted
-  with ``client.insert(..., tx=tx)`` are visible before commit (and only there).
+  with ``client.insert(..., tx=tx)`` are visible before commit (and only there);
+  an autocommit connection outside a transaction is simply read (committed jobs);
   ``tx=`` does the same while the target (a client) gives the schema.
 
 The expected job is a kind, an args type, or an args value. A value also
@@ -54,11 +55,21 @@ def _open_url(target: str | Path, schema: str | None) -> Database:
     return Database.from_sqlite_path(text, schema=schema)
 
 
-def _sqlite_outside_tx(obj: Any) -> bool:
-    # A sqlite connection with no open transaction has nothing uncommitted to show;
-    # reading it directly avoids starting a transaction its owner never asked for.
+def _outside_tx(obj: Any) -> str | None:
+    """"sqlite"/"postgres" for a connection with no open transaction (autocommit), else None.
+
+    Such a connection has nothing uncommitted to show; reading it directly avoids
+    starting a transaction its owner never asked for.
+    """
     module = type(obj).__module__.split(".", 1)[0]
-    return module in ("sqlite3", "sqlean") and not obj.in_transaction
+    if module in ("sqlite3", "sqlean") and not obj.in_transaction:
+        return "sqlite"
+    if module == "psycopg" and getattr(obj, "autocommit", False):
+        from psycopg.pq import TransactionStatus
+
+        if TransactionStatus(obj.pgconn.transaction_status) == TransactionStatus.IDLE:
+            return "postgres"
+    return None
 
 
 @contextmanager
@@ -80,10 +91,13 @@ def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> Iterat
         with _open_url(target, schema) as db, db.executor(readonly=True) as ex:
             yield ex
         return
-    if _sqlite_outside_tx(target):
+    plain = _outside_tx(target)
+    if plain is not None:
+        from river_protocol.dialects.postgres import PostgresDialect
         from river_protocol.dialects.sqlite import SQLiteDialect
 
-        yield Executor(target, SQLiteDialect(schema), in_caller_tx=True)
+        dialect = SQLiteDialect(schema) if plain == "sqlite" else PostgresDialect(schema)
+        yield Executor(target, dialect, in_caller_tx=True)
         return
     from river_sync.txadapt import executor_for_caller_tx
 

@@ -183,3 +183,19 @@ def test_bad_expectations_are_refused() -> None:
     with pytest.raises(ValueError, match="'nope' is not a valid JobState"):
         ExpectedJob(Task, state="nope")
     assert ExpectedJob(Task, scheduled_at=datetime.now(UTC) + timedelta(1)).kind == "task"
+
+
+def test_autocommit_connections_are_read_directly(client_db_url: str) -> None:
+    with Client(client_db_url) as client:
+        client.insert(Other(3))
+    conn: Any
+    if client_db_url.startswith("postgres"):
+        conn = psycopg.connect(client_db_url, autocommit=True)
+    else:
+        conn = connect_sqlite(sqlite_path_from_url(client_db_url))
+    try:
+        assert require_inserted(conn, Other).decoded_args == Other(3)
+        require_not_inserted(conn, Task)
+        assert not getattr(conn, "in_transaction", False)
+    finally:
+        conn.close()

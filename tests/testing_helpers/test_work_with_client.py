@@ -111,3 +111,18 @@ def test_complete_in_the_workers_own_transaction(client_db_url: str) -> None:
         result = work_with_client(client, Task())
     assert result.completed_in_tx and result.state is JobState.COMPLETED
     assert result.job.metadata["output"] == "atomic"
+
+
+def test_cancel_causes_reach_the_database(client_db_url: str) -> None:
+    from river_sync import CancelCause
+
+    def honours(ctx: WorkContext, args: Task) -> None:
+        ctx.raise_if_cancelled()
+
+    with Client(client_db_url, workers=_workers(honours)) as client:
+        stopped = work_with_client(client, Task("s"), cancel=CancelCause.STOP)
+        remote = work_with_client(client, Task("r"), cancel=CancelCause.REMOTE_CANCEL)
+    # A stop gives the attempt back and leaves the job available; a remote cancel ends it.
+    assert (stopped.job.state, stopped.job.attempt, stopped.job.errors) == (JobState.AVAILABLE, 0, ())
+    assert remote.job.state is JobState.CANCELLED
+    assert remote.job.errors[0].error == "JobCancelError: job cancelled remotely"
