@@ -45,7 +45,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from river_sync.migrator import Migrator
+# The plugin loads with every pytest session; what only fixtures need (migrations,
+# drivers, clients) is imported by the fixtures that use it.
 
 ENV_POSTGRES_URL = "RIVER_TEST_DATABASE_URL"
 _OPTION = "--river-postgres-url"
@@ -100,6 +101,8 @@ def _truncate_postgres(url: str) -> None:
 @pytest.fixture(scope="session")
 def river_sqlite_session_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The session's migrated SQLite database (not emptied between tests; prefer river_sqlite_url)."""
+    from river_sync.migrator import Migrator
+
     path = tmp_path_factory.mktemp("river") / "river.sqlite3"
     url = f"sqlite:///{path}"
     with Migrator(url) as migrator:
@@ -126,6 +129,8 @@ def _with_dbname(url: str, dbname: str) -> str:
 def river_postgres_session_url(pytestconfig: pytest.Config) -> Iterator[str]:
     """The session's migrated scratch Postgres database (not emptied between tests)."""
     import psycopg
+
+    from river_sync.migrator import Migrator
 
     base = pytestconfig.getoption("river_postgres_url") or os.environ.get(ENV_POSTGRES_URL)
     if not base:
