@@ -175,3 +175,29 @@ class ResumableState:
 def encode_updates(updates: Mapping[str, Any]) -> bytes:
     """The JSON object Go writes for these metadata updates (sorted keys, compact)."""
     return encode(dict(updates))
+
+
+def needs_state_up_front(metadata: Mapping[str, Any]) -> bool:
+    """Whether stored progress must be checked even if the worker never opens a step
+    (otherwise the state is created lazily by the first step)."""
+    return STEP_KEY in metadata or CURSOR_KEY in metadata
+
+
+def settle_run(
+    state: ResumableState | None, *, raised: bool, completed: bool
+) -> tuple[dict[str, Any], BaseException | None]:
+    """How a run ends for the resumable middleware of every driver.
+
+    ``raised``: the worker raised; ``completed``: it returned a plain success.
+    Returns the metadata to merge and, for a run that returned, the error that
+    replaces its result (a step that failed though the worker swallowed it, or
+    a stored step that never came up).
+    """
+    if state is None:
+        return {}, None
+    if raised:
+        return state.metadata_updates(succeeded=False), None
+    failure = state.failure if state.failure is not None else state.unmatched_error()
+    if failure is not None:
+        return state.metadata_updates(succeeded=False), failure
+    return state.metadata_updates(succeeded=completed), None

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 from river_protocol.intents import UpdateJobMetadata
 from river_protocol.job import JobRow
 from river_protocol.outcomes import Completed
-from river_protocol.resumable import CURSOR_KEY, STEP_KEY, ResumableState, StepStart, encode_updates
+from river_protocol.resumable import (
+    ResumableState,
+    StepStart,
+    encode_updates,
+    needs_state_up_front,
+    settle_run,
+)
 from river_protocol.work import outcome_from_result
 
 if TYPE_CHECKING:
@@ -122,30 +128,17 @@ class ResumableSteps:
 
 def resumable_middleware(ctx: WorkContext, args: Any, call_next: Callable[[WorkContext, Any], Any]) -> Any:
     """Outermost middleware: records step progress when an attempt doesn't succeed."""
-    if STEP_KEY in ctx.job.metadata or CURSOR_KEY in ctx.job.metadata:
-        # Stored progress must be checked even if this worker never opens a step;
-        # otherwise the state is created lazily by the first step.
+    if needs_state_up_front(ctx.job.metadata):
         ctx._resumable()
     try:
         result = call_next(ctx, args)
     except BaseException:
-        _record(ctx, succeeded=False)
+        updates, _ = settle_run(ctx._resumable_state, raised=True, completed=False)
+        ctx.metadata_updates.update(updates)
         raise
-    state = ctx._resumable_state
-    if state is None:
-        return result
-    if state.failure is not None:
-        _record(ctx, succeeded=False)
-        raise state.failure
-    unmatched = state.unmatched_error()
-    if unmatched is not None:
-        _record(ctx, succeeded=False)
-        raise unmatched
-    _record(ctx, succeeded=isinstance(outcome_from_result(result, None), Completed))
+    completed = isinstance(outcome_from_result(result, None), Completed)
+    updates, error = settle_run(ctx._resumable_state, raised=False, completed=completed)
+    ctx.metadata_updates.update(updates)
+    if error is not None:
+        raise error
     return result
-
-
-def _record(ctx: WorkContext, *, succeeded: bool) -> None:
-    state = ctx._resumable_state
-    if state is not None:
-        ctx.metadata_updates.update(state.metadata_updates(succeeded=succeeded))
