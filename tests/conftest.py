@@ -15,6 +15,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# CI runs property tests derandomized, so a run is reproducible; locally they explore.
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
