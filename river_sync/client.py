@@ -6,7 +6,9 @@ routing and every outcome rule come from ``river_protocol.client_core`` and
 ``MachineRunner`` threads. ``river_trio`` mirrors these names.
 
 Threads: one runner per queue producer, one for the completer, the notifier's
-own threads, one watchdog for job timeouts, and one thread per running job.
+own threads, one watchdog for job timeouts, and one thread per running job;
+with queues and leader election, one for the elector and, while leading, one
+per maintenance service and the periodic enqueuer (``river_sync.leadership``).
 ``stop()`` joins all of them except job threads whose worker ignores its
 cancellation token: Python can't kill a thread, so such a worker keeps its
 thread and its queue slot until it returns (and ``stop()`` waits for it). The
