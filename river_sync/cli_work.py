@@ -1,0 +1,244 @@
+"""``river work MODULE:ATTR``: run a worker process for a client defined in your code.
+
+``ATTR`` is a ``river_sync.Client`` (not started), or a callable returning one;
+``--database-url`` and ``--schema`` are passed to the callable when it takes a
+``database_url`` / ``schema`` parameter. ``--queues``, ``--max-workers`` and
+``--tags`` narrow what the client works, so one module can serve several
+worker pools (Loco's tag filtering: ``--tags`` takes only jobs carrying one of
+those tags, ``--untagged`` only jobs without tags).
+
+The first SIGINT/SIGTERM stops fetching and lets running jobs finish; a second
+one cancels them (jobs that honour their token go back to ``available``). The
+exit status is 0 once the client has stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import inspect
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from types import FrameType
+from typing import Any
+
+from river_protocol.claim_filters import TagFilter
+from river_protocol.client_core import QueueConfig
+from river_protocol.errors import ValidationError
+from river_sync.cli import EXIT_OK, UsageError
+from river_sync.client import Client
+from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
+
+log = logging.getLogger("river.work")
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "work", help="Work jobs with a client defined in your code",
+        description="Import MODULE:ATTR (a river_sync Client, or a callable returning one) and run it "
+        "until SIGINT/SIGTERM: the first signal lets running jobs finish, a second cancels them. "
+        "The working directory is importable, as with `python -m`.",
+    )
+    p.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:client or myapp.jobs:make_client")
+    p.add_argument("--queues", type=_names, metavar="A,B",
+                   help="work only these queues (each keeps its configured settings, else the defaults)")
+    p.add_argument("--max-workers", type=_positive, metavar="N", help="max workers for every queue worked")
+    tags = p.add_mutually_exclusive_group()
+    tags.add_argument("--tags", type=_names, metavar="A,B", help="work only jobs carrying one of these tags")
+    tags.add_argument("--untagged", action="store_true", help="work only jobs without tags")
+    p.add_argument("--database-url", metavar="URL",
+                   help="passed to ATTR as database_url= (ATTR must be a callable accepting it)")
+    p.add_argument("--schema", help="passed to ATTR as schema= (ATTR must be a callable accepting it)")
+    p.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="logging level (default: info)")
+    p.set_defaults(func=cmd_work)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of names, got {text!r}")
+    return names
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+# ---------------------------------------------------------------- loading the client
+
+
+def load_target(target: str) -> Any:
+    """The object named by ``MODULE:ATTR`` (ATTR may be dotted); the working directory is importable."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"expected MODULE:ATTR (e.g. myapp.jobs:client), got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise UsageError(f"cannot import module {module_name!r}: {exc}") from exc
+        raise
+    value: Any = module
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise UsageError(f"module {module_name!r} has no attribute {attr!r}") from None
+    return value
+
+
+def build_client(target: Any, name: str, overrides: Mapping[str, Any]) -> Client:
+    """``target`` itself, or what calling it with the accepted ``overrides`` returns."""
+    if isinstance(target, Client):
+        if overrides:
+            flags = ", ".join(f"--{k.replace('_', '-')}" for k in overrides)
+            raise UsageError(f"{flags}: {name} is a client, not a callable that could take them; "
+                             "define a function accepting them (e.g. def make_client(database_url=None))")
+        return target
+    if not callable(target):
+        raise UsageError(f"{name} must be a river_sync Client or a callable returning one, "
+                         f"got {type(target).__qualname__}")
+    _check_accepts(target, name, overrides)
+    client = target(**overrides)
+    if not isinstance(client, Client):
+        raise UsageError(f"{name}() returned {type(client).__qualname__}, not a river_sync Client")
+    return client
+
+
+def _check_accepts(fn: Any, name: str, overrides: Mapping[str, Any]) -> None:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return  # a builtin or C callable: let the call itself complain
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for key in overrides:
+        param = params.get(key)
+        if param is None or param.kind is param.POSITIONAL_ONLY:
+            raise UsageError(f"--{key.replace('_', '-')} given, but {name}() takes no {key} parameter")
+
+
+# ---------------------------------------------------------------- overrides
+
+
+def effective_queues(
+    configured: Mapping[str, QueueConfig], only: tuple[str, ...] | None, max_workers: int | None
+) -> dict[str, QueueConfig]:
+    """The queues to work: ``only`` (configured settings, else defaults) or all, with ``max_workers``."""
+    names = only if only is not None else tuple(configured)
+    queues = {name: configured.get(name) or QueueConfig() for name in names}
+    if max_workers is not None:
+        queues = {name: dataclasses.replace(q, max_workers=max_workers) for name, q in queues.items()}
+    return queues
+
+
+def tag_filter_of(args: argparse.Namespace) -> TagFilter | None:
+    if args.untagged:
+        return TagFilter(())
+    return TagFilter(args.tags) if args.tags else None
+
+
+def apply_overrides(client: Client, queues: dict[str, QueueConfig], tag_filter: TagFilter | None) -> None:
+    """Reconfigure a client that hasn't started: the queues it works and its claim tag filter.
+
+    The client has no public way to change these before ``start()``
+    (``client.queues.remove`` does not yet reach a configured queue), so this
+    replaces its core's configuration; ``ClientConfig`` validates it again.
+    """
+    if getattr(client, "_state", "new") != "new":
+        raise UsageError("the client has already been started; river work starts it itself")
+    core = client._core
+    changes: dict[str, Any] = {"queues": queues}
+    if tag_filter is not None:
+        changes["tag_filter"] = tag_filter
+    config = dataclasses.replace(core.config, **changes)
+    if config.queues and not len(core.workers):
+        raise UsageError("the client has no workers registered; nothing to work")
+    core.config = config
+    core._live_queues = dict(config.queues)
+
+
+# ---------------------------------------------------------------- the command
+
+
+def cmd_work(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    target = load_target(args.target)
+    overrides = {k: v for k, v in (("database_url", args.database_url), ("schema", args.schema)) if v}
+    try:
+        client = build_client(target, args.target, overrides)
+    except ValidationError as exc:
+        raise UsageError(f"{args.target}: {exc}") from exc
+    queues = effective_queues(client._core.queues, args.queues, args.max_workers)
+    if not queues:
+        raise UsageError(f"{args.target} works no queues: configure queues= on the client or pass --queues")
+    tag_filter = tag_filter_of(args)
+    if args.queues is not None or args.max_workers is not None or tag_filter is not None:
+        apply_overrides(client, queues, tag_filter)
+    described = ", ".join(f"{name} ({q.max_workers} workers)" for name, q in queues.items())
+    tags = f"; tags: {', '.join(tag_filter.tags) or '(untagged only)'}" if tag_filter is not None else ""
+    ready = (f"working {described} on {client.database.dialect.name}{tags}; client {client.client_id} "
+             "(SIGINT/SIGTERM: stop after running jobs, twice: cancel them)")
+    with _EarlySignals() as early:
+        threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready", daemon=True).start()
+        how = run_until_signalled(client)
+    log.info("stopped (%s stop)", how)
+    return EXIT_OK
+
+
+class _EarlySignals:
+    """Signals that arrive before ``run_until_signalled`` has installed its handlers.
+
+    Until then a SIGTERM would kill the process with jobs half-claimed and a
+    SIGINT would interrupt the client's start. They are recorded here and sent
+    again once the real handlers are in place, and only then is the process
+    announced as ready (so a supervisor reading the log never signals too early).
+    """
+
+    HAND_OVER_LIMIT = 30.0  # seconds for the client to get to its handlers
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.previous: dict[signal.Signals, Any] = {}
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        self.received.append(signum)
+
+    def __enter__(self) -> _EarlySignals:
+        for sig in DEFAULT_SIGNALS:
+            self.previous[sig] = signal.signal(sig, self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            if signal.getsignal(sig) == self._record:
+                signal.signal(sig, handler)
+
+    def hand_over(self, ready: str) -> None:
+        deadline = time.monotonic() + self.HAND_OVER_LIMIT
+        while any(signal.getsignal(sig) == self._record for sig in DEFAULT_SIGNALS):
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.01)  # signal handlers can't be waited on; they are swapped within moments
+        log.info("%s", ready)
+        for signum in self.received:
+            os.kill(os.getpid(), signum)

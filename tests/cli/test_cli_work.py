@@ -1,0 +1,427 @@
+"""`river work MODULE:ATTR`: a real worker process, stopped by signals, on SQLite and Postgres.
+
+The worker module is written into a temporary directory (the working
+directory of the process, which ``river work`` makes importable). The test
+follows the process through its output lines, never by sleeping.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, ClassVar
+
+import pytest
+
+from river_protocol.claim_filters import TagFilter
+from river_protocol.client_core import QueueConfig
+from river_protocol.job import JobRow
+from river_protocol.states import JobState
+from river_sync import Client, InsertOpts, Workers
+from river_sync.cli import main
+from river_sync.cli_work import (
+    UsageError,
+    apply_overrides,
+    build_client,
+    effective_queues,
+    load_target,
+    tag_filter_of,
+)
+from river_sync.migrator import Migrator
+
+RIVER = Path(sys.executable).with_name("river")
+WAIT = 20.0  # upper bound for anything the process does; never a sleep
+
+APP = '''
+import os
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+from river_sync import Client, QueueConfig, Workers
+
+
+@dataclass
+class Quick:
+    kind: ClassVar[str] = "quick"
+    n: int = 0
+
+
+@dataclass
+class Long:
+    kind: ClassVar[str] = "long"
+
+
+workers = Workers()
+
+
+def say(text):
+    sys.stdout.write(text + "\\n")  # one write per line: workers run on several threads
+    sys.stdout.flush()
+
+
+@workers.job(Quick)
+def quick(ctx, args):
+    say(f"done {ctx.job.id}")
+
+
+@workers.job(Long)
+def long(ctx, args):
+    say(f"started {ctx.job.id}")
+    while not ctx.token.wait(0.05):
+        pass
+    say(f"cancelled {ctx.job.id}")
+    ctx.raise_if_cancelled()
+
+
+QUEUES = {"default": QueueConfig(max_workers=5), "other": QueueConfig(max_workers=7)}
+client = Client(os.environ["WORK_APP_DB"], workers=workers, queues=QUEUES)
+
+
+def make_client(database_url=None):
+    return Client(database_url or os.environ["WORK_APP_DB"], workers=workers, queues=QUEUES)
+
+
+def zero_arg_factory():
+    return make_client()
+
+
+not_a_client = 42
+'''
+
+
+@dataclass
+class Quick:
+    kind: ClassVar[str] = "quick"
+    n: int = 0
+
+
+@dataclass
+class Long:
+    kind: ClassVar[str] = "long"
+
+
+# ---------------------------------------------------------------- fixtures and the process
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("scratch_pg_url")
+        request.applymarker(pytest.mark.postgres)
+    else:
+        url = f"sqlite://{tmp_path}/jobs.sqlite3"
+    with Migrator(url) as migrator:
+        migrator.migrate_up()
+    return url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite://{tmp_path}/jobs.sqlite3"
+    with Migrator(url) as migrator:
+        migrator.migrate_up()
+    return url
+
+
+@pytest.fixture
+def app_dir(tmp_path: Path) -> Path:
+    (tmp_path / "work_app.py").write_text(APP)
+    return tmp_path
+
+
+@pytest.fixture
+def inserter(db_url: str) -> Iterator[Client]:
+    client = Client(db_url)
+    yield client
+    client.stop()
+
+
+class WorkerProcess:
+    """``river work`` in a subprocess, with its stdout and stderr lines readable as they come."""
+
+    def __init__(self, cwd: Path, db_url: str, *args: str) -> None:
+        env = {**os.environ, "WORK_APP_DB": db_url}
+        env.pop("RIVER_DATABASE_URL", None)
+        self.proc = subprocess.Popen(
+            [str(RIVER), "work", *args], cwd=cwd, env=env, text=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.lines: dict[str, queue.Queue[str]] = {"out": queue.Queue(), "err": queue.Queue()}
+        self.seen: dict[str, list[str]] = {"out": [], "err": []}
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        for name, stream in (("out", self.proc.stdout), ("err", self.proc.stderr)):
+            threading.Thread(target=self._pump, args=(stream, self.lines[name]), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream: IO[str], lines: queue.Queue[str]) -> None:
+        for line in stream:
+            lines.put(line.rstrip("\n"))
+
+    def expect(self, text: str, stream: str = "out") -> str:
+        """The first new line of ``stream`` containing ``text``."""
+        while True:
+            try:
+                line = self.lines[stream].get(timeout=WAIT)
+            except queue.Empty:
+                self.proc.kill()
+                raise AssertionError(
+                    f"no {stream} line containing {text!r}; seen: {self.seen}; exit: {self.proc.poll()}"
+                ) from None
+            self.seen[stream].append(line)
+            if text in line:
+                return line
+
+    def signal(self, sig: signal.Signals = signal.SIGTERM) -> None:
+        self.proc.send_signal(sig)
+
+    def exit_code(self) -> int:
+        try:
+            return self.proc.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for process in started:
+        process.kill()
+
+
+def start(processes: list[WorkerProcess], cwd: Path, db_url: str, *args: str) -> WorkerProcess:
+    process = WorkerProcess(cwd, db_url, *args)
+    processes.append(process)
+    process.expect("working ", "err")  # the client is configured and about to start
+    return process
+
+
+def row(client: Client, job_id: int) -> JobRow:
+    return client.jobs.get(job_id)
+
+
+# ---------------------------------------------------------------- working and stopping
+
+
+def test_works_jobs_and_exits_0_on_sigterm(
+    app_dir: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+) -> None:
+    before = inserter.insert(Quick(1)).job.id  # waiting before the worker starts
+    worker = start(processes, app_dir, db_url, "work_app:client")
+    after = [inserter.insert(Quick(n)).job.id for n in (2, 3)]  # announced to the running worker
+    for job_id in (before, *after):
+        worker.expect(f"done {job_id}")
+
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_code() == 0
+    worker.expect("stopped (soft stop)", "err")
+    for job_id in (before, *after):
+        assert row(inserter, job_id).state is JobState.COMPLETED
+
+
+def test_second_signal_cancels_a_running_job_back_to_available(
+    app_dir: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    inserter = Client(sqlite_url)
+    try:
+        long_id = inserter.insert(Long()).job.id
+        worker = start(processes, app_dir, sqlite_url, "work_app:client")
+        worker.expect(f"started {long_id}")
+
+        worker.signal(signal.SIGTERM)
+        # Python merges a signal into one still pending: send the second once the first was handled.
+        worker.expect("SIGTERM received: stopping after running jobs finish", "err")
+        worker.signal(signal.SIGTERM)
+        worker.expect(f"cancelled {long_id}")
+        assert worker.exit_code() == 0
+        worker.expect("stopped (hard stop)", "err")
+
+        interrupted = row(inserter, long_id)
+        assert interrupted.state is JobState.AVAILABLE
+        assert interrupted.attempt == 0 and interrupted.errors == ()  # no attempt used
+    finally:
+        inserter.stop()
+
+
+def test_sigint_stops_like_sigterm(app_dir: Path, sqlite_url: str, processes: list[WorkerProcess]) -> None:
+    worker = start(processes, app_dir, sqlite_url, "work_app:client")
+    worker.signal(signal.SIGINT)
+    assert worker.exit_code() == 0
+    worker.expect("SIGINT received", "err")
+
+
+def test_queues_tags_and_max_workers_narrow_what_is_worked(
+    app_dir: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    inserter = Client(sqlite_url)
+    try:
+        def put(queue_name: str, tags: tuple[str, ...]) -> int:
+            return inserter.insert(Quick(), InsertOpts(queue=queue_name, tags=tags)).job.id
+
+        wanted = put("other", ("blue",))
+        elsewhere = [put("default", ("blue",)), put("other", ("red",)), put("other", ())]
+
+        worker = start(processes, app_dir, sqlite_url, "work_app:client",
+                       "--queues", "other", "--tags", "blue,green", "--max-workers", "2")
+        assert "other (2 workers)" in worker.seen["err"][-1]
+        assert "default" not in worker.seen["err"][-1]
+        worker.expect(f"done {wanted}")
+        worker.signal()
+        assert worker.exit_code() == 0
+
+        assert row(inserter, wanted).state is JobState.COMPLETED
+        # All were available before the worker's first fetch: had a filter leaked, that fetch
+        # would have claimed them too, and the soft stop would have waited for them.
+        for job_id in elsewhere:
+            untouched = row(inserter, job_id)
+            assert untouched.state is JobState.AVAILABLE and untouched.attempt == 0
+    finally:
+        inserter.stop()
+
+
+def test_untagged_works_only_jobs_without_tags(
+    app_dir: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    inserter = Client(sqlite_url)
+    try:
+        tagged = inserter.insert(Quick(), InsertOpts(tags=("blue",))).job.id
+        plain = inserter.insert(Quick()).job.id
+        worker = start(processes, app_dir, sqlite_url, "work_app:client", "--untagged")
+        worker.expect(f"done {plain}")
+        worker.signal()
+        assert worker.exit_code() == 0
+        assert row(inserter, tagged).state is JobState.AVAILABLE
+    finally:
+        inserter.stop()
+
+
+def test_factory_receives_the_database_url(
+    app_dir: Path, sqlite_url: str, tmp_path: Path, processes: list[WorkerProcess]
+) -> None:
+    other = f"sqlite://{tmp_path}/other.sqlite3"
+    with Migrator(other) as migrator:
+        migrator.migrate_up()
+    inserter = Client(other)
+    try:
+        job_id = inserter.insert(Quick()).job.id
+        # WORK_APP_DB points elsewhere: only --database-url can lead the worker to this job.
+        worker = start(processes, app_dir, sqlite_url, "work_app:make_client", "--database-url", other)
+        worker.expect(f"done {job_id}")
+        worker.signal()
+        assert worker.exit_code() == 0
+    finally:
+        inserter.stop()
+
+
+# ---------------------------------------------------------------- usage errors (in-process)
+
+
+@pytest.fixture
+def app_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> str:
+    """A uniquely named copy of the app, importable from the working directory."""
+    name = f"work_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(APP)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WORK_APP_DB", sqlite_url)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    yield name
+    sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["nocolon"], "expected MODULE:ATTR"),
+    (["{app}:"], "expected MODULE:ATTR"),
+    (["no_such_module_xyz:client"], "cannot import module 'no_such_module_xyz'"),
+    (["{app}:missing"], "has no attribute 'missing'"),
+    (["{app}:not_a_client"], "must be a river_sync Client or a callable returning one, got int"),
+    (["{app}:client", "--database-url", "x.sqlite3"], "--database-url: {app}:client is a client"),
+    (["{app}:zero_arg_factory", "--schema", "s"],
+     "--schema given, but {app}:zero_arg_factory() takes no schema"),
+    (["{app}:client", "--queues", "bad queue!"], "queue name"),
+    (["{app}:client", "--max-workers", "0"], "must be at least 1"),
+    (["{app}:client", "--tags", "a", "--untagged"], "not allowed with argument"),
+    (["{app}:client", "--tags", "x"], "tags should match regex"),
+])
+def test_usage_errors_exit_2_with_a_clear_message(
+    app_module: str, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["work", *[a.format(app=app_module) for a in argv]])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message.format(app=app_module) in err
+
+
+def test_load_target_resolves_dotted_attributes(app_module: str) -> None:
+    assert load_target(f"{app_module}:QUEUES.get") is not None
+    assert str(Path.cwd()) in sys.path or "" in sys.path
+
+
+def test_build_client_calls_factories_with_accepted_overrides(app_module: str, tmp_path: Path) -> None:
+    make_client = load_target(f"{app_module}:make_client")
+    client = build_client(make_client, "make_client", {"database_url": f"sqlite://{tmp_path}/x.db"})
+    assert isinstance(client, Client) and client.database.dialect.name == "sqlite"
+    client.stop()
+    with pytest.raises(UsageError, match="returned int"):
+        build_client(lambda: 1, "f", {})
+    instance = load_target(f"{app_module}:client")
+    assert build_client(instance, "client", {}) is instance
+    instance.stop()
+
+
+# ---------------------------------------------------------------- overrides
+
+
+def test_effective_queues() -> None:
+    configured = {"default": QueueConfig(max_workers=5), "other": QueueConfig(max_workers=7)}
+    assert effective_queues(configured, None, None) == configured
+    assert effective_queues(configured, ("other", "new"), None) == {
+        "other": QueueConfig(max_workers=7), "new": QueueConfig(),
+    }
+    assert effective_queues(configured, None, 3) == {
+        "default": QueueConfig(max_workers=3), "other": QueueConfig(max_workers=3),
+    }
+
+
+def test_tag_filter_of() -> None:
+    def ns(**kwargs: Any) -> argparse.Namespace:
+        return argparse.Namespace(**{"tags": None, "untagged": False, **kwargs})
+
+    assert tag_filter_of(ns()) is None
+    assert tag_filter_of(ns(tags=("alpha", "beta"))) == TagFilter(("alpha", "beta"))
+    assert tag_filter_of(ns(untagged=True)) == TagFilter(())
+
+
+def test_apply_overrides_refuses_a_started_client(sqlite_url: str) -> None:
+    workers = Workers()
+    workers.job(Quick)(lambda args: None)
+    client = Client(sqlite_url, workers=workers, queues={"default": QueueConfig()})
+    client.start()
+    try:
+        with pytest.raises(UsageError, match="already been started"):
+            apply_overrides(client, {"default": QueueConfig()}, None)
+    finally:
+        client.stop()
+
+
+def test_a_client_without_queues_is_refused(app_module: str, capsys: pytest.CaptureFixture[str]) -> None:
+    (Path.cwd() / f"{app_module}_ro.py").write_text(
+        "import os\nfrom river_sync import Client\nclient = Client(os.environ['WORK_APP_DB'])\n"
+    )
+    assert main(["work", f"{app_module}_ro:client"]) == 2
+    assert "works no queues" in capsys.readouterr().err
