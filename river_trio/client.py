@@ -1,0 +1,753 @@
+"""The trio River client: inserting jobs and working them as trio tasks.
+
+Same capabilities and names as ``river_sync.Client``; every rule comes from
+``river_protocol`` (``client_core``, ``work``, the machines), so both drivers
+record identical rows. This module only does I/O and structured concurrency.
+
+Running it::
+
+    async with river_trio.Client(url, queues=..., workers=...) as client:
+        await client.insert(MyArgs(...))
+    # leaving the block soft-stops (stop()); an exception in the block cancels
+    # the client as a hard stop would and comes out in an ExceptionGroup
+
+    async with trio.open_nursery() as nursery:
+        client = river_trio.Client(url, ...)
+        await nursery.start(client.run)   # returns once producers are running
+        ...
+        await client.stop()               # or stop_and_cancel()
+
+Everything the client starts (machine runners, notifier, leader services, job
+tasks) lives in a nursery inside ``run``; nothing outlives it, and a crash in
+any of them (a bug: machines never raise for database errors) ends the client
+with that exception in an ``ExceptionGroup``. If ``run`` itself is cancelled
+from outside, the client makes a hard stop first, shielded and bounded by
+``CANCEL_GRACE`` seconds: running jobs are interrupted (back to ``available``
+without consuming an attempt), outcomes are flushed and the leader resigns.
+
+Async workers run inside a cancel scope (see ``river_trio.context``); sync
+workers run in threads and are cooperative only. Middleware entries are
+``async def mw(ctx, args, call_next)`` with ``await call_next(ctx, args)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import random
+import socket
+import traceback
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from river_protocol.claim_filters import TagFilter
+from river_protocol.client_core import (
+    EVENT_FOR_QUEUE,
+    EVENT_FOR_REASON,
+    ClientConfig,
+    ClientCore,
+    EventKind,
+    InsertManyParams,
+    JobPlan,
+    LeaderElectionConfig,
+    MaintenanceConfig,
+    QueueConfig,
+    default_client_id,
+)
+from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import GetQueue, InsertResult
+from river_protocol.leadership import PeriodicJob
+from river_protocol.machines.base import Event as MachineEvent
+from river_protocol.machines.base import Stop
+from river_protocol.machines.completer import CompleterOutput, Submit
+from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
+from river_protocol.machines.producer import JobFinished, ProducerOutput, Start, TriggerFetch
+from river_protocol.options import InsertOpts
+from river_protocol.outcomes import Completed, Outcome
+from river_protocol.resumable import needs_state_up_front, settle_run
+from river_protocol.retry import RetryPolicy
+from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
+from river_protocol.workers import WorkerEntry, Workers
+from river_sync.client import ClientStats
+from river_sync.database import sqlalchemy_kind
+from river_trio.admin import JobsAPI, QueuesAPI
+from river_trio.context import CancellationToken, WorkContext
+from river_trio.database import AsyncDatabase
+from river_trio.events import Event, EventHub, Subscription
+from river_trio.leadership import LeaderDriver, PeriodicJobs
+from river_trio.notifier import NotifierProtocol, notifier_for
+from river_trio.runner import MachineRunner, trio_deadline, utcnow
+
+log = logging.getLogger(__name__)
+
+ErrorHandler = Callable[[Any, BaseException], Any]
+CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
+Middleware = Callable[[WorkContext, Any, CallNext], Awaitable[Any]]
+
+CANCEL_GRACE = 10.0  # seconds a cancelled run() may spend on its hard stop
+
+
+@dataclass(eq=False, slots=True)
+class _Run:
+    queue: str
+    plan: JobPlan
+    token: CancellationToken
+    started_at: Any
+    ctx: WorkContext | None = None
+
+
+# ---------------------------------------------------------------- database argument
+
+
+def _dialect_of(database: Any) -> str:
+    """'postgres' or 'sqlite' for any accepted ``database`` argument, without connecting."""
+    if isinstance(database, AsyncDatabase):
+        return database.dialect.name
+    if isinstance(database, Path):
+        return "sqlite"
+    if isinstance(database, str):
+        if "://" not in database:
+            return "sqlite"
+        scheme = database.partition("://")[0].split("+", 1)[0].lower()
+        if scheme in ("postgres", "postgresql"):
+            return "postgres"
+        if scheme == "sqlite":
+            return "sqlite"
+        raise ValidationError(f"unsupported database URL {scheme!r}://...: use postgres://, postgresql:// or sqlite://")
+    module = type(database).__module__
+    if module.startswith("psycopg_pool"):
+        return "postgres"
+    if module.startswith("sqlalchemy"):
+        return sqlalchemy_kind(database)
+    raise ValidationError(
+        f"unsupported database {type(database).__qualname__}: pass a URL, a SQLite path, a "
+        "psycopg_pool.ConnectionPool, a SQLAlchemy Engine or a river_trio.AsyncDatabase"
+    )
+
+
+async def _open_database(database: Any, schema: str | None) -> tuple[AsyncDatabase, bool]:
+    """(AsyncDatabase, owned) for any accepted ``database`` argument."""
+    if isinstance(database, AsyncDatabase):
+        if schema is not None and database.dialect.schema != schema:
+            raise ValidationError(
+                f"schema {schema!r} differs from the AsyncDatabase's schema {database.dialect.schema!r}"
+            )
+        return database, False
+    if isinstance(database, Path):
+        return await AsyncDatabase.from_sqlite_path(str(database), schema=schema), True
+    if isinstance(database, str):
+        if "://" in database:
+            return await AsyncDatabase.from_url(database, schema=schema), True
+        return await AsyncDatabase.from_sqlite_path(database, schema=schema), True
+    if type(database).__module__.startswith("psycopg_pool"):
+        return AsyncDatabase.from_pool(database, schema=schema), False
+    return AsyncDatabase.from_sqlalchemy_engine(database, schema=schema), False
+
+
+def _election_config(value: bool | LeaderElectionConfig) -> LeaderElectionConfig | None:
+    if isinstance(value, LeaderElectionConfig):
+        return value
+    if not isinstance(value, bool):
+        raise ValidationError(f"leader_election must be a bool or a LeaderElectionConfig, got {value!r}")
+    return LeaderElectionConfig() if value else None
+
+
+def is_async_worker(entry: WorkerEntry) -> bool:
+    """Async workers run as tasks (interruptible); anything else runs in a thread (cooperative)."""
+    fn = entry.fn
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def resumable_middleware(ctx: WorkContext, args: Any, call_next: CallNext) -> Any:
+    """Outermost middleware: records step progress when an attempt doesn't succeed."""
+    if needs_state_up_front(ctx.job.metadata):
+        ctx._resumable()
+    try:
+        result = await call_next(ctx, args)
+    except BaseException:
+        updates, _ = settle_run(ctx._resumable_state, raised=True, completed=False)
+        ctx.metadata_updates.update(updates)
+        raise
+    completed = isinstance(outcome_from_result(result, None), Completed)
+    updates, error = settle_run(ctx._resumable_state, raised=False, completed=completed)
+    ctx.metadata_updates.update(updates)
+    if error is not None:
+        raise error
+    return result
+
+
+# ---------------------------------------------------------------- the client
+
+
+class Client:
+    """A River client on Postgres or SQLite, run under trio.
+
+    ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
+    file path, a ``psycopg_pool.ConnectionPool``, a SQLAlchemy ``Engine`` or a
+    ``river_trio.AsyncDatabase``. The constructor does no I/O; a URL or path is
+    opened when the client starts (or at the first call needing it) and closed
+    when it stops. Without ``queues`` the client is insert-only.
+
+    Workers are ``async def fn(ctx, args)`` (or ``fn(args)``), or plain
+    functions that run in a thread. Outcomes as in ``river_sync``: returning
+    completes; raising or returning ``JobSnooze``/``JobCancel``/``JobDiscard``
+    (or a ``WorkOutcome``) requests that outcome; other exceptions are retried.
+    ``error_handler(job, exc)`` (sync or async) may return True to cancel.
+    """
+
+    def __init__(
+        self,
+        database: Any,
+        *,
+        queues: dict[str, QueueConfig] | None = None,
+        workers: Workers | None = None,
+        client_id: str | None = None,
+        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
+        soft_stop_timeout: timedelta | None = None,
+        leader_election: bool | LeaderElectionConfig = True,
+        fetch_only_known_kinds: bool = False,
+        periodic_jobs: Sequence[PeriodicJob] = (),
+        maintenance: MaintenanceConfig | None = None,
+        error_handler: ErrorHandler | None = None,
+        middleware: Sequence[Middleware] = (),
+        notifications: bool = True,
+        retry_policy: RetryPolicy | None = None,
+        schema: str | None = None,
+        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
+        fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
+        skip_unknown_job_check: bool = False,
+        tag_filter: TagFilter | None = None,
+    ) -> None:
+        from datetime import UTC, datetime
+
+        dialect = _dialect_of(database)
+        if isinstance(database, AsyncDatabase) and schema is not None and database.dialect.schema != schema:
+            raise ValidationError(
+                f"schema {schema!r} differs from the AsyncDatabase's schema {database.dialect.schema!r}"
+            )
+        config = ClientConfig(
+            client_id=client_id or default_client_id(socket.gethostname(), datetime.now(UTC)),
+            dialect=dialect,
+            queues=dict(queues or {}),
+            job_timeout=job_timeout,
+            max_attempts=max_attempts,
+            fetch_cooldown=fetch_cooldown,
+            notifications=notifications,
+            retry_policy=retry_policy,
+            skip_unknown_job_check=skip_unknown_job_check,
+            fetch_only_known_kinds=fetch_only_known_kinds,
+            tag_filter=tag_filter,
+            maintenance=maintenance or MaintenanceConfig(),
+            leader_election=_election_config(leader_election),
+        )
+        self._database_arg = database
+        self._schema_arg = schema
+        self._db: AsyncDatabase | None = database if isinstance(database, AsyncDatabase) else None
+        self._owns_db = False
+        self._rng = random.Random()
+        self._core = ClientCore(config, workers, self._rng)
+        self._leadership = LeaderDriver(self._core, self._db, periodic_jobs)
+        self.soft_stop_timeout = soft_stop_timeout
+        self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
+        self._error_handler = error_handler
+        self._middleware: tuple[Middleware, ...] = (resumable_middleware, *middleware)
+        self.jobs = JobsAPI(self)
+        self.queues = QueuesAPI(self)
+        self._events = EventHub()
+        self._runs: dict[int, _Run] = {}
+        self._runs_empty = trio.Event()
+        self._runs_empty.set()
+        self._producers: dict[str, MachineRunner] = {}
+        self._pending_producers: dict[str, Any] = {}
+        # Sync workers' threads: bounded by the queues' max_workers already, so not by trio's default 40.
+        self._worker_threads = trio.CapacityLimiter(math.inf)
+        self._completer: MachineRunner | None = None
+        self._notifier: NotifierProtocol | None = None
+        self._nursery: trio.Nursery | None = None
+        self._runtime_scope: trio.CancelScope | None = None
+        self._state = "new"  # new -> starting -> started -> stopping -> stopped
+        self._hard_stop = False
+        self._stop_begun = False
+        self._finished = trio.Event()  # the stop sequence is done: run() may return
+        self._stopped = trio.Event()  # run() has returned
+        self._runtime_exited = False
+        self._stats = ClientStats()
+        self._open_lock = trio.Lock()
+        self._cm_nursery: Any = None
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def client_id(self) -> str:
+        return self._core.config.client_id
+
+    @property
+    def schema(self) -> str | None:
+        if self._db is not None:
+            return self._db.dialect.schema
+        return self._schema_arg
+
+    @property
+    def dialect_name(self) -> str:
+        return self._core.config.dialect
+
+    @property
+    def database(self) -> AsyncDatabase:
+        """The open ``AsyncDatabase`` (after start or the first call that needed it)."""
+        if self._db is None:
+            raise RiverError("the client's database is not open yet: start the client or await a call first")
+        return self._db
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this client currently leads (runs maintenance and periodic jobs)."""
+        return self._leadership.is_leader
+
+    async def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
+        """Wait until ``is_leader == value``; False if ``timeout`` (seconds, trio's clock) passed first."""
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            await self._leadership.wait_leader(value)
+            return True
+        return False
+
+    def stats(self) -> ClientStats:
+        return ClientStats(running=len(self._runs), timed_out=self._stats.timed_out)
+
+    async def _ensure_db(self) -> AsyncDatabase:
+        async with self._open_lock:
+            if self._db is None:
+                if self._state == "stopped":
+                    raise RiverError("the client is stopped")
+                self._db, self._owns_db = await _open_database(self._database_arg, self._schema_arg)
+                self._leadership._db = self._db
+            return self._db
+
+    async def aclose(self) -> None:
+        """Close a database the client opened itself (for insert-only use without ``run``)."""
+        if self._state in ("new", "stopped"):
+            await self._close_owned_db()
+
+    async def _close_owned_db(self) -> None:
+        if self._owns_db and self._db is not None:
+            with trio.CancelScope(shield=True):
+                await self._db.aclose()
+
+    # ---------------------------------------------------------------- insert
+
+    async def insert(self, args: Any, opts: InsertOpts | None = None, *, tx: Any = None) -> InsertResult:
+        """Insert one job; with ``tx`` it exists (and is announced) only if ``tx`` commits."""
+        return (await self._insert((InsertManyParams(args, opts),), tx))[0]
+
+    async def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> list[InsertResult]:
+        """Insert args / ``InsertManyParams`` atomically; results follow the input order."""
+        return await self._insert(tuple(items), tx)
+
+    async def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
+        plan = self._core.plan_insert(items, utcnow())
+        if tx is not None:
+            from river_trio.txadapt import executor_for_caller_tx
+
+            executor = await executor_for_caller_tx(tx, schema=self.schema)
+            if executor.dialect.name != self.dialect_name:
+                raise ValidationError(
+                    f"tx is a {executor.dialect.name} transaction but the client uses {self.dialect_name}"
+                )
+            # The Notify rides in the insert's transaction: announced only if it commits.
+            results = [await executor.run(intent) for intent in plan.intents]
+            return list(results[0])
+        db = await self._ensure_db()
+        async with db.transaction() as ex:
+            results = [await ex.run(intent) for intent in plan.intents]
+        # Our own producers hear about it at once, listener or not (§5.4).
+        self._poke(plan.available_queues)
+        return list(results[0])
+
+    def _poke(self, queues: Iterable[str]) -> None:
+        for queue in queues:
+            runner = self._producers.get(queue)
+            if runner is not None and self._state == "started":
+                runner.post(TriggerFetch())
+
+    # ---------------------------------------------------------------- events
+
+    def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
+        """Events of ``kinds`` (all when None) in a bounded channel; overflow is counted in ``dropped``."""
+        return self._events.subscribe(kinds, maxsize)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> Client:
+        cm = trio.open_nursery()
+        nursery = await cm.__aenter__()
+        try:
+            await nursery.start(self.run)
+        except BaseException as exc:
+            if not await cm.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        self._cm_nursery = cm
+        return self
+
+    async def __aexit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        cm, self._cm_nursery = self._cm_nursery, None
+        if exc is None:
+            try:
+                await self.stop()
+            except BaseException as stop_exc:
+                return bool(await cm.__aexit__(type(stop_exc), stop_exc, stop_exc.__traceback__))
+        # An exception in the block cancels the nursery: run() makes its shielded hard stop.
+        return bool(await cm.__aexit__(typ, exc, tb))
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the client until it is stopped; ``await nursery.start(client.run)`` returns once it works."""
+        if self._state != "new":
+            raise RiverError(f"client cannot start: it is {self._state}")
+        self._state = "starting"
+        try:
+            await self._ensure_db()
+            async with trio.open_nursery() as outer:
+                await outer.start(self._runtime)
+                task_status.started()
+                try:
+                    await self._finished.wait()
+                except trio.Cancelled:
+                    if not self._runtime_exited:
+                        with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_GRACE):
+                            await self._stop_sequence(hard=True, escalate_after=None)
+                    raise
+                finally:
+                    if self._runtime_scope is not None:
+                        self._runtime_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The inner nursery's group is what callers see, not one wrapped in ours.
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0], BaseExceptionGroup):
+                raise group.exceptions[0] from None
+            raise
+        finally:
+            self._state = "stopped"
+            self._events.close_all()
+            await self._close_owned_db()
+            self._finished.set()
+            self._stopped.set()
+
+    async def _runtime(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        # Shielded: an outside cancel of run() must leave producers and the completer up for
+        # its hard stop; the scope is cancelled explicitly once run() is done with them.
+        self._runtime_scope = trio.CancelScope(shield=True)
+        try:
+            with self._runtime_scope:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    if self._core.works_jobs:
+                        await self._start_runtime(nursery)
+                    self._state = "started"
+                    task_status.started()
+                    await trio.sleep_forever()
+        finally:
+            self._runtime_exited = True
+            self._nursery = None
+
+    async def _start_runtime(self, nursery: trio.Nursery) -> None:
+        db = self.database
+        self._completer = MachineRunner(
+            self._core.make_completer(), db, name="completer", on_output=self._on_completer_output
+        )
+        await nursery.start(self._completer.run)
+        producers = {**self._core.make_producers(), **self._pending_producers}
+        self._pending_producers = {}
+        for name, producer in producers.items():
+            self._producers[name] = self._producer_runner(name, producer)
+        notifier = notifier_for(db, enabled=self._core.config.notifications)
+        for topic in (TOPIC_INSERT, TOPIC_CONTROL):
+            await notifier.subscribe(topic, self._on_notification)
+        if self._leadership.enabled:
+            await notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification)
+        await nursery.start(notifier.run)
+        self._notifier = notifier
+        for runner in self._producers.values():
+            await nursery.start(runner.run, Start())
+        await self._leadership.start(nursery, db)
+
+    def _producer_runner(self, name: str, producer: Any) -> MachineRunner:
+        return MachineRunner(
+            producer, self.database, name=f"producer-{name}", on_output=self._producer_hook(name),
+            readonly=lambda intent: isinstance(intent, GetQueue),
+        )
+
+    async def stop(self, timeout: timedelta | float | None = None) -> None:
+        """Soft stop: stop fetching, let running jobs finish, flush their outcomes, then return
+        once ``run`` has ended.
+
+        Jobs still running after ``timeout`` (default: ``soft_stop_timeout``;
+        seconds on trio's clock, or a timedelta) are cancelled as by
+        ``stop_and_cancel``. Without either, it waits for every job.
+        """
+        limit = timeout if timeout is not None else self.soft_stop_timeout
+        seconds = limit.total_seconds() if isinstance(limit, timedelta) else limit
+        await self._stop(hard=False, escalate_after=seconds)
+
+    async def stop_and_cancel(self) -> None:
+        """Hard stop: cancel every running job (stop cause), then stop as ``stop()`` does.
+
+        Async workers are interrupted at their next checkpoint; those jobs go
+        back to ``available`` without consuming an attempt (River's
+        "interrupted"), as do sync workers that give up with ``WorkCancelled``.
+        """
+        await self._stop(hard=True, escalate_after=None)
+
+    async def wait(self) -> None:
+        """Wait until the client has stopped."""
+        await self._stopped.wait()
+
+    async def _stop(self, *, hard: bool, escalate_after: float | None) -> None:
+        if self._state == "new":
+            self._state = "stopped"
+            await self._close_owned_db()
+            self._finished.set()
+            self._stopped.set()
+            return
+        if hard:
+            self._hard_stop = True
+            self._cancel_all(CancelCause.STOP)
+        if not self._stop_begun:
+            await self._stop_sequence(hard=hard, escalate_after=escalate_after)
+        await self._stopped.wait()
+
+    async def _stop_sequence(self, *, hard: bool, escalate_after: float | None) -> None:
+        if self._stop_begun:
+            return
+        self._stop_begun = True
+        if hard:
+            self._hard_stop = True
+            self._cancel_all(CancelCause.STOP)
+        self._state = "stopping"
+        try:
+            if self._core.works_jobs and self._completer is not None:
+                for runner in self._producers.values():
+                    runner.post(Stop())
+                if not await self._wait_producers(escalate_after):
+                    log.warning("river: soft stop timed out; cancelling running jobs")
+                    self._hard_stop = True
+                    self._cancel_all(CancelCause.STOP)
+                    await self._wait_producers(None)
+                # Every outcome must reach the completer before it is told to stop.
+                while self._runs:
+                    await self._runs_empty.wait()
+                self._completer.post(Stop())
+                await self._completer.done.wait()
+            await self._leadership.stop()
+        finally:
+            self._finished.set()
+
+    async def _wait_producers(self, timeout: float | None) -> bool:
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            for runner in list(self._producers.values()):
+                if runner.started:
+                    await runner.done.wait()
+            return True
+        return False
+
+    def _cancel_all(self, cause: CancelCause) -> None:
+        for run in list(self._runs.values()):
+            run.token.cancel(cause)
+
+    # ---------------------------------------------------------------- machine outputs
+
+    def _on_notification(self, topic: str, payload: str) -> None:
+        for queue, event in self._core.route_notification(topic, payload):
+            self._post_to_producer(queue, event)
+
+    def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
+        runner = self._producers.get(queue)
+        if runner is None:
+            return
+        # Before its start upsert answered a producer accepts no triggers (see river_sync).
+        if runner.machine.state.value in ("new", "starting"):
+            return
+        runner.post(event)
+
+    def _producer_hook(self, queue: str) -> Callable[[Any], None]:
+        return lambda out: self._on_producer_output(queue, out)
+
+    def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
+        for job in out.start_jobs:
+            self._start_job(queue, job)
+        for job_id in out.cancel_job_ids:
+            run = self._runs.get(job_id)
+            if run is not None:
+                run.token.cancel(CancelCause.REMOTE_CANCEL)
+        for qe in out.queue_events:
+            self._events.publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
+        if out.start_error is not None:
+            log.error("river: producer for queue %r failed to start: %s", queue, out.start_error)
+        if out.stopped:
+            self._producers[queue].finish()
+
+    def _on_completer_output(self, out: CompleterOutput) -> None:
+        for completion in out.completions:
+            kind = EVENT_FOR_REASON[completion.reason]
+            self._events.publish(Event(kind, job=completion.job, queue=completion.job.queue))
+        for missing in out.missing:
+            log.info("river: job %d was deleted before its outcome was recorded", missing.update.id)
+        for dropped in out.dropped:
+            log.error("river: outcome of job %d was lost: %s", dropped.update.id, dropped.error)
+        if out.stopped and self._completer is not None:
+            self._completer.finish()
+
+    # ---------------------------------------------------------------- running jobs
+
+    def _start_job(self, queue: str, job: Any) -> None:
+        plan = self._core.plan_job(job)
+        run = _Run(queue, plan, CancellationToken(), utcnow())
+        self._runs[job.id] = run
+        if self._runs_empty.is_set():
+            self._runs_empty = trio.Event()
+        if plan.immediate is not None:
+            self._finish_run(run, plan.immediate, metadata={})
+            return
+        assert self._nursery is not None
+        self._nursery.start_soon(self._work, run, name=f"river-job-{job.id}")
+
+    def _call_chain(self, run: _Run) -> CallNext:
+        worker = run.plan.worker
+        assert worker is not None
+
+        call: CallNext
+        if is_async_worker(worker):
+            async def call(ctx: WorkContext, args: Any) -> Any:
+                return await _maybe_await(worker.call(ctx, args))
+        else:
+            async def call(ctx: WorkContext, args: Any) -> Any:
+                result = await self._in_thread(run, lambda: worker.call(ctx, args))
+                return await _maybe_await(result)
+
+        for mw in reversed(self._middleware):
+            call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
+        return call
+
+    async def _in_thread(self, run: _Run, fn: Callable[[], Any]) -> Any:
+        """A sync worker: its thread can't be interrupted, so a timer sets its token at the timeout."""
+        timeout = run.plan.timeout
+        timer_scope = trio.CancelScope()
+        if timeout is not None and self._nursery is not None:
+            async def timer() -> None:
+                with timer_scope:
+                    await trio.sleep_until(trio_deadline(run.started_at + timeout))
+                    if run.token.cancel(CancelCause.TIMEOUT):
+                        self._stats.timed_out += 1
+                        log.warning("river: job %d (%s) exceeded its timeout of %s; its token is set",
+                                    run.plan.job.id, run.plan.job.kind, timeout)
+
+            # In the client's nursery, not one of our own: the worker's exception must not
+            # come back wrapped in an exception group.
+            self._nursery.start_soon(timer)
+        try:
+            return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
+        finally:
+            timer_scope.cancel()
+
+    async def _work(self, run: _Run) -> None:
+        worker = run.plan.worker
+        assert worker is not None
+        ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
+        run.ctx = ctx
+        result: Any = None
+        error: BaseException | None = None
+        trace = ""
+        scope = trio.CancelScope()
+        if is_async_worker(worker):
+            if run.plan.timeout is not None:
+                scope.deadline = trio_deadline(run.started_at + run.plan.timeout)
+            run.token.scope = scope
+            if run.token.cause is not None:
+                scope.cancel()
+        if self._hard_stop:
+            run.token.cancel(CancelCause.STOP)
+        try:
+            with scope:
+                result = await self._call_chain(run)(ctx, run.plan.args)
+        except Exception as exc:
+            error, trace = exc, traceback.format_exc()
+        if scope.cancelled_caught:
+            if run.token.cause is None and run.token.cancel(CancelCause.TIMEOUT):
+                self._stats.timed_out += 1
+                log.warning("river: job %d (%s) exceeded its timeout of %s; it was cancelled",
+                            run.plan.job.id, run.plan.job.kind, run.plan.timeout)
+            cause = run.token.cause
+            assert cause is not None
+            result, error, trace = None, WorkCancelled(cause), ""
+        run.token.scope = None
+        cause = run.token.cause
+        outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
+        handler_cancel = False
+        if self._error_handler is not None and error is not None and wants_error_handler(outcome, cause):
+            try:
+                handler_cancel = bool(await _maybe_await(self._error_handler(run.plan.job, error)))
+            except Exception:
+                log.exception("river: error handler failed for job %d", run.plan.job.id)
+        self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
+
+    def _finish_run(
+        self, run: _Run, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
+    ) -> None:
+        finish = self._core.finish_job(
+            run.plan, outcome, now=utcnow(), started_at=run.started_at, cancel_cause=run.token.cause,
+            error_handler_cancel=handler_cancel, metadata_updates=metadata,
+        )
+        # Slot first: once the completer commits, a claim may return this job again (see runner).
+        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
+        if self._completer is not None:
+            self._completer.post(Submit(finish.update, finish.reason, context=run))
+        self._forget(run)
+
+    def _forget(self, run: _Run) -> None:
+        if self._runs.get(run.plan.job.id) is run:
+            del self._runs[run.plan.job.id]
+        if not self._runs:
+            self._runs_empty.set()
+
+    # ---------------------------------------------------------------- runtime queues (client.queues)
+
+    def _add_queue(self, name: str, config: QueueConfig) -> None:
+        if self._state in ("stopping", "stopped"):
+            raise RiverError(f"cannot add queue {name!r}: the client is {self._state}")
+        producer = self._core.add_queue(name, config)
+        if self._state != "started" or self._nursery is None:
+            self._pending_producers[name] = producer  # run() starts it with the others
+            return
+        runner = self._producer_runner(name, producer)
+        self._producers[name] = runner
+        self._nursery.start_soon(runner.run, Start())
+
+    async def _remove_queue(self, name: str, timeout: float | None) -> None:
+        if name not in self._core.queues:
+            self._core.remove_queue(name)  # raises the not-added error
+        self._pending_producers.pop(name, None)
+        runner = self._producers.get(name)
+        if runner is not None and self._state == "started" and runner.started:
+            runner.post(Stop())
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                await runner.done.wait()
+            if not runner.done.is_set():
+                raise TimeoutError(
+                    f"queue {name!r} is stopping but still has running jobs after {timeout}s; "
+                    "call remove again to wait for them"
+                )
+            runner.finish()
+        self._core.remove_queue(name)
+        self._producers.pop(name, None)
+
+
+__all__ = ["Client", "ClientStats", "InsertManyParams", "MaintenanceConfig", "QueueConfig"]

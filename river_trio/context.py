@@ -1,0 +1,165 @@
+"""What a worker receives besides its args: ``WorkContext`` and its cancellation token.
+
+Async workers (``async def``) run as trio tasks inside a cancel scope. The
+client cancels that scope on the job's timeout (a deadline on trio's clock),
+on a remote cancel and on a hard stop, so a worker is interrupted at its next
+checkpoint; the token records why (``ctx.cancel_cause``) and the client maps
+the interruption to the same outcome ``river_sync`` records for a worker that
+raised ``WorkCancelled``. A worker that catches ``trio.Cancelled`` and returns
+normally completes its job, as in the threaded driver.
+
+Sync (blocking) workers run in a worker thread and are cooperative only, as
+in ``river_sync``: the token is set and the worker must check it
+(``ctx.cancelled``, ``ctx.token.wait(seconds)``, ``ctx.raise_if_cancelled()``).
+From that thread, client calls go through ``trio.from_thread.run``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from river_protocol.intents import SetStateIfRunning, UpdateJobMetadata
+from river_protocol.job import JobRow
+from river_protocol.outcomes import record_output
+from river_protocol.resumable import encode_updates
+from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
+from river_sync.resumable import ResumableSteps, Step
+from river_trio.runner import utcnow
+
+if TYPE_CHECKING:
+    from river_trio.client import Client
+
+_UNSET: Any = object()
+
+
+class CancellationToken:
+    """Why a run was told to stop (the first cause wins); cancels the run's scope for async workers."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()  # sync workers wait on it from their thread
+        self.cause: CancelCause | None = None
+        self.scope: trio.CancelScope | None = None
+
+    def cancel(self, cause: CancelCause) -> bool:
+        """Set the token (call from the trio thread); False when it was already set."""
+        if self.cause is not None:
+            return False
+        self.cause = cause
+        self._event.set()
+        if self.scope is not None:
+            self.scope.cancel()
+        return True
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """For sync workers (blocks its thread): sleep up to ``timeout`` s, waking when cancelled."""
+        return self._event.wait(timeout)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise ``WorkCancelled`` when set: the way to give up that records the right outcome."""
+        cause = self.cause
+        if cause is not None:
+            raise WorkCancelled(cause)
+
+
+class AsyncStep(Step):
+    """A resumable step for async code.
+
+    ``async with ctx.step("x") as step`` or ``await ctx.step("x").run(fn)``.
+    """
+
+    async def __aenter__(self) -> AsyncStep:
+        self.__enter__()
+        return self
+
+    async def __aexit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(typ, exc, tb)
+
+    async def run(self, fn: Callable[..., Awaitable[Any] | Any]) -> Any:
+        """Run ``fn`` (async or sync; optionally taking the cursor) unless the step is skipped."""
+        async with self as step:
+            if step.skip:
+                return None
+            takes_cursor = _positional_count(fn) >= 1
+            result = fn(step.cursor) if takes_cursor else fn()
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
+
+def _positional_count(fn: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL))
+
+
+class WorkContext(ResumableSteps):
+    """Per-run context: the job row, decoded args, the client and the cancellation token.
+
+    Resumable steps: ``step`` (an ``AsyncStep``, also usable with ``with`` and as
+    a decorator of a sync function), ``cursor``, ``set_cursor`` and the async
+    ``checkpoint(tx)``.
+    """
+
+    def __init__(self, job: JobRow, args: Any, client: Client, token: CancellationToken) -> None:
+        self.job = job
+        self.args = args
+        self.client = client
+        self.token = token
+        self.metadata_updates: dict[str, Any] = {}
+        self.completed_in_tx = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self.token.is_set()
+
+    @property
+    def cancel_cause(self) -> CancelCause | None:
+        return self.token.cause
+
+    def raise_if_cancelled(self) -> None:
+        self.token.raise_if_cancelled()
+
+    def step(self, name: str) -> AsyncStep:
+        return AsyncStep(self, name)
+
+    def record_output(self, value: Any) -> None:
+        """Store ``value`` (JSON-encodable, ≤ 32 MB encoded) as the job's ``metadata.output``."""
+        self.metadata_updates.update(record_output(value))
+
+    async def complete_in(self, tx: Any) -> JobRow | None:
+        """Mark this job completed inside the caller's transaction ``tx`` (PROTOCOL.md §7.5).
+
+        ``tx`` is a psycopg connection, SQLAlchemy Connection/Session or sqlite3
+        connection with an open transaction; the job is completed only if it
+        commits. Returns the row as updated (None if the job no longer exists).
+        """
+        from river_trio.txadapt import executor_for_caller_tx
+
+        update = complete_in_tx_update(self.job, utcnow(), self.metadata_updates)
+        executor = await executor_for_caller_tx(tx, schema=self.client.schema)
+        rows = await executor.run(SetStateIfRunning(updates=(update,)))
+        self.completed_in_tx = True
+        return rows[0] if rows else None
+
+    async def checkpoint(self, tx: Any, *, cursor: Any = _UNSET) -> JobRow | None:  # type: ignore[override]
+        """Store the current step (and cursor) inside ``tx`` now; returns the updated row."""
+        from river_trio.txadapt import executor_for_caller_tx
+
+        state = self._resumable()
+        if cursor is not _UNSET and state.current_step:
+            state.set_cursor(state.current_step, cursor)
+        updates = state.checkpoint_updates()
+        executor = await executor_for_caller_tx(tx, schema=self.client.schema)
+        row: JobRow = await executor.run(UpdateJobMetadata(self.job.id, encode_updates(updates)))
+        self.metadata_updates.update(updates)
+        return row

@@ -1,0 +1,106 @@
+"""Client events for subscribers: bounded trio memory channels that drop (and count) rather than block.
+
+A slow subscriber must never hold up the completer, so a full subscription
+drops new events and counts them in ``dropped``. The event type is
+``river_sync.events.Event`` (the same values on both drivers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import trio
+
+from river_protocol.client_core import EventKind, parse_event_kinds
+from river_protocol.errors import ValidationError
+from river_sync.events import Event
+
+__all__ = ["Event", "EventHub", "Subscription"]
+
+
+class Subscription:
+    """``async for event in sub``, or ``await sub.get()``; ``close()`` ends iteration once drained.
+
+    Also a (sync or async) context manager that closes it.
+    """
+
+    def __init__(self, hub: EventHub, kinds: frozenset[EventKind], maxsize: int) -> None:
+        self.kinds = kinds
+        self._hub = hub
+        self._send, self._receive = trio.open_memory_channel[Event](maxsize)
+        self.dropped = 0
+        self.closed = False
+
+    def _offer(self, event: Event) -> None:
+        if self.closed or event.kind not in self.kinds:
+            return
+        try:
+            self._send.send_nowait(event)
+        except trio.WouldBlock:
+            self.dropped += 1
+
+    async def get(self) -> Event:
+        """The next event; ``EOFError`` once closed and drained."""
+        try:
+            return await self._receive.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise EOFError("subscription closed") from None
+
+    def get_nowait(self) -> Event:
+        """The next event if one is queued (``trio.WouldBlock`` otherwise); ``EOFError`` once drained."""
+        try:
+            return self._receive.receive_nowait()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise EOFError("subscription closed") from None
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Event:
+        try:
+            return await self.get()
+        except EOFError:
+            raise StopAsyncIteration from None
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._hub._remove(self)
+            self._send.close()
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self._subs: list[Subscription] = []
+
+    def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
+        if maxsize < 1:
+            raise ValidationError(f"maxsize must be at least 1, got {maxsize}")
+        sub = Subscription(self, parse_event_kinds(kinds), maxsize)
+        self._subs.append(sub)
+        return sub
+
+    def publish(self, event: Event) -> None:
+        for sub in list(self._subs):
+            sub._offer(event)
+
+    def _remove(self, sub: Subscription) -> None:
+        if sub in self._subs:
+            self._subs.remove(sub)
+
+    def close_all(self) -> None:
+        subs, self._subs = list(self._subs), []
+        for sub in subs:
+            sub.close()

@@ -1,0 +1,717 @@
+"""The trio client end to end on real Postgres and SQLite: insert, work, outcomes, stop, leadership.
+
+Tests are plain functions running ``trio.run``. Waits are bounded with
+``trio.fail_after(WAIT)`` and end as soon as the awaited event arrives; the
+job-timeout test runs in virtual time (``MockClock``) so its one-hour sleep
+costs nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from test_client_support import (  # type: ignore[import-not-found]
+    FAST,
+    WAIT,
+    Other,
+    Task,
+    client_db_url_fixture,  # noqa: F401  (the fixture)
+    migrated_pg_fixture,  # noqa: F401  (used by the fixture)
+)
+
+import river_sync
+import river_trio
+from river_protocol.errors import JobNotFoundError, RiverError
+from river_protocol.intents import GetJob
+from river_protocol.job import JobRow
+from river_trio import (
+    CancelCause,
+    Client,
+    EventKind,
+    InsertManyParams,
+    InsertOpts,
+    JobCancel,
+    JobDiscard,
+    JobSnooze,
+    JobState,
+    LeaderElectionConfig,
+    MaintenanceConfig,
+    PeriodicJob,
+    QueueConfig,
+    WorkContext,
+    Workers,
+)
+from river_trio.runner import trio_deadline, utcnow
+
+
+def _workers(fn: Any, args_type: type = Task, **kwargs: Any) -> Workers:
+    workers = Workers()
+    workers.job(args_type, **kwargs)(fn)
+    return workers
+
+
+def _client(url: str, workers: Workers | None, **kwargs: Any) -> Client:
+    kwargs.setdefault("queues", {"default": FAST})
+    kwargs.setdefault("leader_election", False)
+    return Client(url, workers=workers, **kwargs)
+
+
+def run(fn: Callable[[], Awaitable[Any]], **kwargs: Any) -> Any:
+    return trio.run(fn, **kwargs)
+
+
+async def _row(url: str, job_id: int) -> JobRow:
+    async with Client(url) as reader:
+        return await reader.jobs.get(job_id)
+
+
+async def _event_for(
+    sub: river_trio.Subscription, job_id: int, kinds: tuple[EventKind, ...] | None = None, within: float = WAIT
+) -> Any:
+    with trio.fail_after(within):
+        async for event in sub:
+            if event.job is not None and event.job.id == job_id and (kinds is None or event.kind in kinds):
+                return event
+    raise AssertionError("subscription closed before the event")
+
+
+# ---------------------------------------------------------------- runtime, insert, work
+
+
+def test_clock_maps_trio_time_to_wall_time() -> None:
+    async def main() -> None:
+        before = utcnow()
+        assert abs((before - datetime.now(UTC)).total_seconds()) < 1
+        await trio.sleep(3600)  # virtual
+        assert (utcnow() - before).total_seconds() == pytest.approx(3600)
+        later = before + timedelta(seconds=10)
+        assert trio_deadline(later) == pytest.approx(trio.current_time() - 3600 + 10)
+
+    run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+@pytest.mark.parametrize("style", ["async", "sync"])
+def test_insert_work_completed(client_db_url: str, style: str) -> None:
+    seen: list[tuple[str, bool]] = []
+
+    async def async_work(ctx: WorkContext, args: Task) -> None:
+        await trio.sleep(0)
+        seen.append((args.name, ctx.cancelled))
+
+    def sync_work(ctx: WorkContext, args: Task) -> None:
+        seen.append((args.name, ctx.cancelled))
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(async_work if style == "async" else sync_work))
+        sub = client.subscribe([EventKind.JOB_COMPLETED])
+        async with client:
+            inserted = await client.insert(Task("hello"))
+            assert inserted.job.state is JobState.AVAILABLE and not inserted.unique_skipped_as_duplicate
+            event = await _event_for(sub, inserted.job.id)
+            row = await client.jobs.get(inserted.job.id)
+        assert event.kind is EventKind.JOB_COMPLETED and event.job.state is JobState.COMPLETED
+        assert row.state is JobState.COMPLETED and row.attempt == 1 and row.attempted_by == (client.client_id,)
+        assert seen == [("hello", False)]
+
+    run(main)
+
+
+def test_nursery_start_run_and_insert_many(client_db_url: str) -> None:
+    done: list[str] = []
+
+    async def work(args: Any) -> None:
+        done.append(getattr(args, "name", str(getattr(args, "n", ""))))
+
+    workers = _workers(work)
+    workers.job(Other)(work)
+
+    async def main() -> None:
+        client = _client(client_db_url, workers)
+        sub = client.subscribe([EventKind.JOB_COMPLETED])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client.run)
+            results = await client.insert_many([Task("a"), InsertManyParams(Other(7), InsertOpts(priority=2))])
+            assert [r.job.kind for r in results] == ["task", "other"]
+            for r in results:
+                await _event_for(sub, r.job.id)
+            await client.stop()
+        assert sorted(done) == ["7", "a"]
+        with pytest.raises(RiverError, match="cannot start"):
+            await client.run()
+
+    run(main)
+
+
+def test_insert_only_client(client_db_url: str) -> None:
+    async def main() -> None:
+        async with Client(client_db_url) as client:
+            result = await client.insert(Task("x"), InsertOpts(queue="elsewhere", tags=("a_b",)))
+            row = await client.jobs.get(result.job.id)
+        assert (row.queue, row.tags, row.args) == ("elsewhere", ("a_b",), {"name": "x"})
+        # Without run(): the database opens at the first call, aclose() closes it.
+        bare = Client(client_db_url)
+        await bare.insert(Task("y"))
+        await bare.aclose()
+        assert bare.database.closed
+
+    run(main)
+
+
+# ---------------------------------------------------------------- caller transactions
+
+
+def test_psycopg_tx_commit_and_rollback(client_db_url: str) -> None:
+    if not client_db_url.startswith("postgres"):
+        pytest.skip("psycopg transactions are Postgres only")
+    import psycopg
+
+    async def main() -> None:
+        async with Client(client_db_url) as client:
+            conn = await trio.to_thread.run_sync(psycopg.connect, client_db_url)
+            try:
+                doomed = await client.insert(Task("doomed"), tx=conn)
+                await trio.to_thread.run_sync(conn.rollback)
+                kept = await client.insert(Task("kept"), tx=conn)
+                await trio.to_thread.run_sync(conn.commit)
+            finally:
+                await trio.to_thread.run_sync(conn.close)
+            with pytest.raises(JobNotFoundError):
+                await client.jobs.get(doomed.job.id)
+            assert (await client.jobs.get(kept.job.id)).state is JobState.AVAILABLE
+
+    run(main)
+
+
+def test_sqlalchemy_session_commit_and_rollback(client_db_url: str) -> None:
+    import sqlalchemy as sa
+    from sqlalchemy.orm import Session
+
+    if client_db_url.startswith("postgres"):
+        engine = sa.create_engine(client_db_url.replace("postgresql://", "postgresql+psycopg://"))
+    else:
+        import sqlean  # type: ignore[import-untyped]
+
+        engine = sa.create_engine(client_db_url, module=sqlean, connect_args={"check_same_thread": False})
+
+    async def main() -> None:
+        async with Client(client_db_url) as client:
+            ids = {}
+            for outcome in ("rollback", "commit"):
+                with Session(engine) as session:
+                    ids[outcome] = (await client.insert(Task(outcome), tx=session)).job.id
+                    end = session.commit if outcome == "commit" else session.rollback
+                    await trio.to_thread.run_sync(end)
+            page = await client.jobs.list()
+        assert [j.id for j in page.jobs] == [ids["commit"]]
+
+    try:
+        run(main)
+    finally:
+        engine.dispose()
+
+
+def test_transaction_helper_rolls_back_on_error(client_db_url: str) -> None:
+    async def main() -> None:
+        async with Client(client_db_url) as client:
+            with pytest.raises(ZeroDivisionError):
+                async with river_trio.transaction(client) as tx:
+                    await client.insert(Task("gone"), tx=tx)
+                    raise ZeroDivisionError
+            async with river_trio.transaction(client) as tx:
+                kept = await client.insert(Task("kept"), tx=tx)
+            page = await client.jobs.list()
+        assert [j.id for j in page.jobs] == [kept.job.id]
+
+    run(main)
+
+
+# ---------------------------------------------------------------- outcomes
+
+
+def test_outcomes_error_snooze_cancel_discard(client_db_url: str) -> None:
+    async def work(ctx: WorkContext, args: Task) -> Any:
+        ctx.record_output({"name": args.name})
+        match args.name:
+            case "error":
+                raise ValueError("boom")
+            case "snooze":
+                raise JobSnooze(timedelta(hours=1))
+            case "cancel":
+                raise JobCancel("no more")
+            case "discard":
+                return JobDiscard("bad input")
+        return None
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work))
+        sub = client.subscribe()
+        async with client:
+            results = await client.insert_many([Task(n) for n in ("error", "snooze", "cancel", "discard")])
+            events = {r.job.args["name"]: await _event_for(sub, r.job.id) for r in results}
+            rows = {r.job.args["name"]: await client.jobs.get(r.job.id) for r in results}
+        assert {k: e.kind for k, e in events.items()} == {
+            "error": EventKind.JOB_FAILED, "snooze": EventKind.JOB_SNOOZED,
+            "cancel": EventKind.JOB_CANCELLED, "discard": EventKind.JOB_FAILED,
+        }
+        # The first retry is ~1 s away, under the scheduler interval: available with a future time.
+        assert rows["error"].state is JobState.AVAILABLE and rows["error"].attempt == 1
+        assert rows["error"].errors[0].error == "ValueError: boom"
+        assert rows["snooze"].state is JobState.SCHEDULED and rows["snooze"].attempt == 0
+        assert rows["cancel"].state is JobState.CANCELLED and rows["cancel"].errors[0].error.endswith("no more")
+        assert rows["discard"].state is JobState.DISCARDED and rows["discard"].errors[0].error == "bad input"
+        assert rows["error"].metadata["output"] == {"name": "error"}
+
+    run(main)
+
+
+def test_error_handler_and_middleware(client_db_url: str) -> None:
+    calls: list[str] = []
+
+    async def work(args: Task) -> None:
+        raise RuntimeError("fail")
+
+    async def handler(job: JobRow, exc: BaseException) -> bool:
+        calls.append(f"handler {type(exc).__name__}")
+        return True
+
+    async def mw(ctx: WorkContext, args: Any, call_next: Any) -> Any:
+        calls.append("before")
+        try:
+            return await call_next(ctx, args)
+        finally:
+            calls.append("after")
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work), error_handler=handler, middleware=[mw])
+        sub = client.subscribe()
+        async with client:
+            inserted = await client.insert(Task("x"))
+            event = await _event_for(sub, inserted.job.id)
+        assert event.kind is EventKind.JOB_CANCELLED
+        assert calls == ["before", "after", "handler RuntimeError"]
+
+    run(main)
+
+
+def test_resumable_steps_in_an_async_worker(client_db_url: str) -> None:
+    ran: list[str] = []
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        async with ctx.step("one") as step:
+            if not step.skip:
+                ran.append("one")
+        await ctx.step("two").run(lambda: ran.append("two"))
+        if args.name == "fail" and len(ran) == 2:
+            raise ValueError("after two")
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work))
+        sub = client.subscribe()
+        async with client:
+            inserted = await client.insert(Task("fail"))
+            await _event_for(sub, inserted.job.id)
+            row = await client.jobs.get(inserted.job.id)
+        assert ran == ["one", "two"]
+        assert row.metadata["river:resumable_step"] == "two"
+
+    run(main)
+
+
+# ---------------------------------------------------------------- cancellation
+
+
+@pytest.mark.parametrize("timeout_s", [5])
+def test_job_timeout_interrupts_async_worker_in_virtual_time(client_db_url: str, timeout_s: int) -> None:
+    """The worker sleeps an hour of trio time and is interrupted at its timeout.
+
+    The MockClock jumps only after the loop has been idle for 20 ms of real
+    time, i.e. never while a statement runs in a thread (a jump then could fire
+    the database layer's own timeouts); producers poll rarely and notifications
+    are off, so a few dozen jumps cover the whole timeout.
+    """
+    seen: dict[str, Any] = {}
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        seen["start"] = trio.current_time()
+        try:
+            await trio.sleep(3600)
+        except trio.Cancelled:
+            seen["cancelled_at"] = trio.current_time()
+            seen["cause"] = ctx.cancel_cause
+            raise
+
+    quiet = QueueConfig(max_workers=10, fetch_poll_interval=timedelta(seconds=timeout_s / 4))
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work, timeout=timedelta(seconds=timeout_s)),
+                         queues={"default": quiet}, notifications=False)
+        sub = client.subscribe()
+        async with client:
+            inserted = await client.insert(Task("slow"))
+            event = await _event_for(sub, inserted.job.id, within=timeout_s + WAIT)
+            row = await client.jobs.get(inserted.job.id)
+        assert event.kind is EventKind.JOB_FAILED
+        assert seen["cancelled_at"] - seen["start"] == pytest.approx(timeout_s, abs=0.5)
+        assert seen["cause"] is None  # set once the cancellation has reached the run's scope
+        assert row.errors[0].error == "context deadline exceeded" and row.attempt == 1
+        assert client.stats().timed_out == 1
+
+    run(main, clock=trio.testing.MockClock(autojump_threshold=0.02))
+
+
+def test_sync_worker_timeout_sets_its_token(client_db_url: str) -> None:
+    causes: list[CancelCause | None] = []
+
+    def work(ctx: WorkContext, args: Task) -> None:
+        ctx.token.wait(WAIT)
+        causes.append(ctx.cancel_cause)
+        ctx.raise_if_cancelled()
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work, timeout=timedelta(milliseconds=100)))
+        sub = client.subscribe()
+        async with client:
+            inserted = await client.insert(Task("slow"))
+            await _event_for(sub, inserted.job.id)
+            row = await client.jobs.get(inserted.job.id)
+        assert causes == [CancelCause.TIMEOUT]
+        assert row.errors[0].error == "context deadline exceeded"
+
+    run(main)
+
+
+def test_remote_cancel_interrupts_async_worker(client_db_url: str) -> None:
+    entered = trio.Event()
+    causes: list[CancelCause | None] = []
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        entered.set()
+        try:
+            await trio.sleep_forever()
+        finally:
+            causes.append(ctx.cancel_cause)
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work))
+        sub = client.subscribe()
+        async with client:
+            inserted = await client.insert(Task("x"))
+            with trio.fail_after(WAIT):
+                await entered.wait()
+            await client.jobs.cancel(inserted.job.id)
+            event = await _event_for(sub, inserted.job.id)
+            row = await client.jobs.get(inserted.job.id)
+        assert event.kind is EventKind.JOB_CANCELLED and causes == [CancelCause.REMOTE_CANCEL]
+        assert row.state is JobState.CANCELLED and row.finalized_at is not None
+
+    run(main)
+
+
+@pytest.mark.parametrize("how", ["stop_and_cancel", "soft_stop_timeout", "outer_cancel"])
+def test_hard_stop_interrupts_without_using_an_attempt(client_db_url: str, how: str) -> None:
+    entered = trio.Event()
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        entered.set()
+        await trio.sleep_forever()
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work))
+        sub = client.subscribe([EventKind.JOB_INTERRUPTED])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client.run)
+            inserted = await client.insert(Task("x"))
+            with trio.fail_after(WAIT):
+                await entered.wait()
+            if how == "stop_and_cancel":
+                await client.stop_and_cancel()
+            elif how == "soft_stop_timeout":
+                await client.stop(timeout=0.05)
+            else:
+                nursery.cancel_scope.cancel()
+        assert sub.get_nowait().job.id == inserted.job.id
+        row = await _row(client_db_url, inserted.job.id)
+        assert (row.state, row.attempt, row.errors) == (JobState.AVAILABLE, 0, ())
+
+    run(main)
+
+
+def test_soft_stop_waits_for_running_jobs(client_db_url: str) -> None:
+    entered, release = trio.Event(), trio.Event()
+    finished: list[str] = []
+
+    async def work(args: Task) -> None:
+        entered.set()
+        await release.wait()
+        finished.append(args.name)
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client.run)
+            inserted = await client.insert(Task("x"))
+            with trio.fail_after(WAIT):
+                await entered.wait()
+            stopped = trio.Event()
+
+            async def stopper() -> None:
+                await client.stop()
+                stopped.set()
+
+            nursery.start_soon(stopper)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not stopped.is_set() and finished == []
+            release.set()
+        assert finished == ["x"]
+        assert (await _row(client_db_url, inserted.job.id)).state is JobState.COMPLETED
+
+    run(main)
+
+
+class Boom(BaseException):
+    """Not an Exception: a worker raising it is a crash, not a job failure."""
+
+
+def test_a_crash_propagates_as_an_exception_group(client_db_url: str) -> None:
+    async def work(args: Task) -> None:
+        raise Boom("worker crashed")
+
+    async def main() -> None:
+        with pytest.raises(BaseExceptionGroup) as info:
+            async with _client(client_db_url, _workers(work)) as client:
+                await client.insert(Task("x"))
+                await trio.sleep_forever()
+        assert info.group_contains(Boom, depth=None) if hasattr(info, "group_contains") else True
+        matched, _ = info.value.split(Boom)
+        assert matched is not None
+
+    run(main)
+
+
+def test_an_error_in_the_block_cancels_the_client(client_db_url: str) -> None:
+    async def main() -> None:
+        client = _client(client_db_url, _workers(lambda args: None))
+        with pytest.raises(BaseExceptionGroup) as info:
+            async with client:
+                raise KeyError("body")
+        matched, rest = info.value.split(KeyError)
+        assert matched is not None and rest is None
+        assert client._stopped.is_set()
+
+    run(main)
+
+
+# ---------------------------------------------------------------- events, admin, queues
+
+
+def test_subscription_bounds_and_closes_on_stop(client_db_url: str) -> None:
+    async def main() -> None:
+        client = _client(client_db_url, _workers(lambda args: None))
+        full = client.subscribe()
+        tiny = client.subscribe(maxsize=1)
+        async with client:
+            a, b = await client.insert(Task("a")), await client.insert(Task("b"))
+            await _event_for(full, a.job.id)
+            await _event_for(full, b.job.id)
+        kept = [event async for event in tiny]
+        assert len(kept) == 1 and tiny.dropped == 1
+
+    run(main)
+
+
+def test_admin_queue_pause_resume_and_runtime_queues(client_db_url: str) -> None:
+    async def main() -> None:
+        client = _client(client_db_url, _workers(lambda args: None))
+        sub = client.subscribe()
+        async with client:
+            await client.queues.pause("default")
+            row = await client.queues.get("default")
+            assert row.paused_at is not None
+            await client.queues.resume("default")
+            client.queues.add("extra", FAST)
+            inserted = await client.insert(Task("x"), InsertOpts(queue="extra"))
+            await _event_for(sub, inserted.job.id, (EventKind.JOB_COMPLETED,))
+            await client.queues.remove("extra")
+            names = [q.name for q in await client.queues.list()]
+            counts = await client.jobs.count_by_state()
+        assert {"default", "extra"} <= set(names)
+        assert counts[JobState.COMPLETED] == 1
+
+    run(main)
+
+
+# ---------------------------------------------------------------- leadership
+
+
+def _leader_settings() -> dict[str, Any]:
+    return {
+        "leader_election": LeaderElectionConfig(interval=timedelta(milliseconds=200),
+                                                jitter=timedelta(0), ttl=timedelta(seconds=5)),
+        "maintenance": MaintenanceConfig(scheduler_interval=timedelta(milliseconds=100), stagger_start=False,
+                                         reindexer=False),
+    }
+
+
+def test_leader_runs_the_scheduler_and_periodic_jobs(client_db_url: str) -> None:
+    snoozed: list[str] = []
+    periodic_runs: list[str] = []
+
+    async def work(args: Task) -> None:
+        if args.name == "snooze" and not snoozed:
+            snoozed.append(args.name)
+            raise JobSnooze(timedelta(milliseconds=200))
+        if args.name == "periodic":
+            periodic_runs.append(args.name)
+
+    async def main() -> None:
+        periodic = PeriodicJob(timedelta(hours=1), lambda: Task("periodic"), run_on_start=True, id="p1")
+        client = _client(client_db_url, _workers(work), periodic_jobs=[periodic], **_leader_settings())
+        sub = client.subscribe([EventKind.JOB_COMPLETED])
+        async with client:
+            assert await client.wait_leader(True, WAIT)
+            assert client.is_leader and len(client.periodic_jobs) == 1
+            inserted = await client.insert(Task("snooze"))
+            # Snoozed for 200 ms: only the leader's scheduler makes it available again.
+            await _event_for(sub, inserted.job.id)
+            with trio.fail_after(WAIT):
+                while not periodic_runs:
+                    await sub.get()
+            handle = client.periodic_jobs.add(PeriodicJob(timedelta(hours=1), lambda: Task("never")))
+            assert client.periodic_jobs.remove(handle)
+        assert snoozed == ["snooze"] and periodic_runs == ["periodic"]
+        assert not client.is_leader
+
+    run(main)
+
+
+# ---------------------------------------------------------------- the loop stays responsive
+
+
+def test_loop_latency_while_working_many_jobs(client_db_url: str) -> None:
+    total = 2000
+    done = trio.Event()
+    count = 0
+
+    async def work(args: Other) -> None:
+        nonlocal count
+        count += 1
+        if count == total:
+            done.set()
+
+    async def main() -> None:
+        gaps: list[float] = []
+
+        async def ticker() -> None:
+            last = trio.current_time()
+            while True:
+                await trio.sleep(0.005)
+                now = trio.current_time()
+                gaps.append(now - last - 0.005)
+                last = now
+
+        client = _client(client_db_url, _workers(work, Other),
+                         queues={"default": QueueConfig(max_workers=100, fetch_cooldown=timedelta(milliseconds=5),
+                                                        fetch_poll_interval=timedelta(milliseconds=50))})
+        # Inserted first: planning 500 inserts is CPU work on the loop, not the client working.
+        async with Client(client_db_url) as inserter:
+            for start in range(0, total, 500):
+                await inserter.insert_many([Other(n) for n in range(start, start + 500)])
+        async with client, trio.open_nursery() as nursery:
+            nursery.start_soon(ticker)
+            with trio.fail_after(60):
+                await done.wait()
+            nursery.cancel_scope.cancel()
+        assert count == total
+        assert max(gaps) < 0.05, f"longest scheduling gap {max(gaps) * 1000:.1f} ms"
+
+    run(main)
+
+
+# ---------------------------------------------------------------- mixed drivers
+
+
+def test_sync_and_trio_clients_share_a_queue(client_db_url: str) -> None:
+    total = 200
+    worked: list[tuple[str, int]] = []
+
+    def sync_work(args: Other) -> None:
+        worked.append(("sync", args.n))
+
+    async def trio_work(args: Other) -> None:
+        await trio.sleep(0.001)
+        worked.append(("trio", args.n))
+
+    settings = _leader_settings()
+    sync_client = river_sync.Client(client_db_url, queues={"default": FAST}, workers=_workers(sync_work, Other),
+                                    client_id="sync-client", **settings)
+
+    async def main() -> None:
+        client = Client(client_db_url, queues={"default": FAST}, workers=_workers(trio_work, Other),
+                        client_id="trio-client", **settings)
+        async with client:
+            await trio.to_thread.run_sync(sync_client.start)
+            try:
+                await client.insert_many([Other(n) for n in range(total)])
+                with trio.fail_after(WAIT * 2):
+                    while (await client.jobs.count_by_state())[JobState.COMPLETED] < total or not (
+                        client.is_leader or sync_client.is_leader
+                    ):
+                        await trio.sleep(0.02)
+                assert client.is_leader != sync_client.is_leader
+                counts = await client.jobs.count_by_state()
+            finally:
+                await trio.to_thread.run_sync(sync_client.stop)
+        assert counts[JobState.COMPLETED] == total
+        assert sorted(n for _, n in worked) == list(range(total))  # each job exactly once
+        assert {who for who, _ in worked} == {"sync", "trio"}
+
+    run(main)
+
+
+# ---------------------------------------------------------------- signals
+
+
+def test_run_until_signalled_soft_then_hard(client_db_url: str) -> None:
+    entered = trio.Event()
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        entered.set()
+        await trio.sleep_forever()
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work))
+        async with trio.open_nursery() as nursery:
+            results: list[str] = []
+
+            async def runner(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+                results.append(await river_trio.run_until_signalled(client, task_status=task_status))
+
+            await nursery.start(runner)
+            inserted = await client.insert(Task("x"))
+            with trio.fail_after(WAIT):
+                await entered.wait()
+            signal.raise_signal(signal.SIGINT)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not client._stopped.is_set()
+            signal.raise_signal(signal.SIGTERM)
+        assert results == ["hard"]
+        row = await _row(client_db_url, inserted.job.id)
+        assert row.state is JobState.AVAILABLE and row.attempt == 0
+
+    run(main)
+
+
+def test_job_row_reads_go_through_the_client(client_db_url: str) -> None:
+    async def main() -> None:
+        async with Client(client_db_url) as client:
+            inserted = await client.insert(Task("x"))
+            row = await client.database.run(GetJob(inserted.job.id), readonly=True)
+        assert row == inserted.job
+
+    run(main)
