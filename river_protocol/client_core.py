@@ -12,6 +12,7 @@ The core is not thread-safe; a threaded driver serializes calls with a lock
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -329,7 +330,28 @@ class ClientCore:
         return bool(self.config.queues)
 
     def make_producers(self) -> dict[str, Producer]:
-        return {name: self.make_producer(name, q) for name, q in self.config.queues.items()}
+        return {name: self.make_producer(name, q) for name, q in self._live_queues.items()}
+
+    def reconfigure(
+        self,
+        *,
+        queues: Mapping[str, QueueConfig] | None = None,
+        tag_filter: TagFilter | None = None,
+    ) -> None:
+        """Change what a client that has not started yet works (``river work`` overrides).
+
+        The new configuration is validated like the original one.
+        """
+        changes: dict[str, Any] = {}
+        if queues is not None:
+            changes["queues"] = dict(queues)
+        if tag_filter is not None:
+            changes["tag_filter"] = tag_filter
+        config = dataclasses.replace(self.config, **changes)
+        if config.queues and not len(self.workers):
+            raise ValidationError("a client that works queues needs workers (pass workers=Workers(...))")
+        self.config = config
+        self._live_queues = dict(config.queues)
 
     @property
     def queues(self) -> Mapping[str, QueueConfig]:

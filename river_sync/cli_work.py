@@ -30,7 +30,7 @@ from typing import Any
 
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import QueueConfig
-from river_protocol.errors import ValidationError
+from river_protocol.errors import RiverError, ValidationError
 from river_sync.cli import EXIT_OK, UsageError
 from river_sync.client import Client
 from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
@@ -155,23 +155,13 @@ def tag_filter_of(args: argparse.Namespace) -> TagFilter | None:
 
 
 def apply_overrides(client: Client, queues: dict[str, QueueConfig], tag_filter: TagFilter | None) -> None:
-    """Reconfigure a client that hasn't started: the queues it works and its claim tag filter.
-
-    The client has no public way to change these before ``start()``
-    (``client.queues.remove`` does not yet reach a configured queue), so this
-    replaces its core's configuration; ``ClientConfig`` validates it again.
-    """
-    if getattr(client, "_state", "new") != "new":
-        raise UsageError("the client has already been started; river work starts it itself")
-    core = client._core
-    changes: dict[str, Any] = {"queues": queues}
-    if tag_filter is not None:
-        changes["tag_filter"] = tag_filter
-    config = dataclasses.replace(core.config, **changes)
-    if config.queues and not len(core.workers):
-        raise UsageError("the client has no workers registered; nothing to work")
-    core.config = config
-    core._live_queues = dict(config.queues)
+    """Reconfigure a client that hasn't started: the queues it works and its claim tag filter."""
+    try:
+        client.configure(queues=queues, tag_filter=tag_filter)
+    except ValidationError as exc:
+        raise UsageError(f"cannot work these queues: {exc}") from None
+    except RiverError as exc:
+        raise UsageError(f"{exc}; river work starts the client itself") from None
 
 
 # ---------------------------------------------------------------- the command
@@ -188,7 +178,7 @@ def cmd_work(args: argparse.Namespace) -> int:
         client = build_client(target, args.target, overrides)
     except ValidationError as exc:
         raise UsageError(f"{args.target}: {exc}") from exc
-    queues = effective_queues(client._core.queues, args.queues, args.max_workers)
+    queues = effective_queues(client.queues.worked(), args.queues, args.max_workers)
     if not queues:
         raise UsageError(f"{args.target} works no queues: configure queues= on the client or pass --queues")
     tag_filter = tag_filter_of(args)

@@ -25,7 +25,7 @@ import random
 import socket
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -340,6 +340,18 @@ class Client:
         return self._events.subscribe(kinds, maxsize)
 
     # ---------------------------------------------------------------- lifecycle
+
+    def configure(
+        self,
+        *,
+        queues: Mapping[str, QueueConfig] | None = None,
+        tag_filter: TagFilter | None = None,
+    ) -> None:
+        """Change the queues this client works, or its claim tag filter, before ``start()``."""
+        with self._lock:
+            if self._state != "new":
+                raise RiverError(f"client can only be configured before it starts; it is {self._state}")
+            self._core.reconfigure(queues=queues, tag_filter=tag_filter)
 
     def start(self) -> None:
         """Start working the configured queues (a no-op for an insert-only client)."""

@@ -413,7 +413,7 @@ def test_apply_overrides_refuses_a_started_client(sqlite_url: str) -> None:
     client = Client(sqlite_url, workers=workers, queues={"default": QueueConfig()})
     client.start()
     try:
-        with pytest.raises(UsageError, match="already been started"):
+        with pytest.raises(UsageError, match="only be configured before it starts"):
             apply_overrides(client, {"default": QueueConfig()}, None)
     finally:
         client.stop()

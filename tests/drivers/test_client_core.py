@@ -222,3 +222,20 @@ def test_config_validation_and_ids() -> None:
     assert parse_event_kinds(["job_failed"]) == {EventKind.JOB_FAILED}
     with pytest.raises(ValidationError, match="unknown event kind"):
         parse_event_kinds(["nope"])
+
+
+def test_producers_follow_live_queues_and_reconfigure_before_start() -> None:
+    from river_protocol.claim_filters import TagFilter
+    from river_protocol.client_core import QueueConfig
+
+    core = _core()
+    core.add_queue("mail", QueueConfig(max_workers=3))
+    core.remove_queue("default")
+    assert set(core.make_producers()) == {"mail"}  # a removed queue is not worked
+    core.reconfigure(queues={"gpu": QueueConfig(max_workers=2)}, tag_filter=TagFilter(("gpu",)))
+    producers = core.make_producers()
+    assert set(producers) == {"gpu"}
+    assert producers["gpu"].config.max_workers == 2
+    assert core.config.tag_filter == TagFilter(("gpu",))
+    with pytest.raises(ValidationError, match="queue"):
+        core.reconfigure(queues={"Bad Name": QueueConfig()})
