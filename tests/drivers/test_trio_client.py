@@ -178,7 +178,9 @@ def test_psycopg_tx_commit_and_rollback(client_db_url: str) -> None:
 
     async def main() -> None:
         async with Client(client_db_url) as client:
-            conn: psycopg.Connection[Any] = await trio.to_thread.run_sync(lambda: psycopg.connect(client_db_url))
+            conn: psycopg.Connection[Any] = await trio.to_thread.run_sync(
+                lambda: psycopg.connect(client_db_url)
+            )
             try:
                 doomed = await client.insert(Task("doomed"), tx=conn)
                 await trio.to_thread.run_sync(conn.rollback)
@@ -595,6 +597,33 @@ def test_leader_runs_the_scheduler_and_periodic_jobs(client_db_url: str) -> None
         assert not client.is_leader
 
     run(main)
+
+
+def test_leadership_and_periodic_jobs_in_virtual_time(client_db_url: str) -> None:
+    """Election, services and a one-minute periodic job on trio's MockClock (no real minute passes).
+
+    The periodic job is enqueued at a virtual time ahead of the database's
+    clock, so it is checked in the table rather than worked.
+    """
+
+    async def main() -> None:
+        periodic = PeriodicJob(timedelta(minutes=1), lambda: Task("every minute"), id="minutely")
+        client = _client(client_db_url, _workers(lambda args: None), periodic_jobs=[periodic],
+                         leader_election=True, notifications=False,
+                         queues={"default": QueueConfig(fetch_poll_interval=timedelta(seconds=2))},
+                         maintenance=MaintenanceConfig(reindexer=False))
+        async with client:
+            start = trio.current_time()
+            assert await client.wait_leader(True, 60)
+            with trio.fail_after(300):
+                while not (await client.jobs.list(kinds=["task"])).jobs:
+                    await trio.sleep(1)
+            elapsed = trio.current_time() - start
+            (job_row,) = (await client.jobs.list(kinds=["task"])).jobs
+        assert 55 <= elapsed <= 70 and job_row.args == {"name": "every minute"}
+        assert job_row.metadata.get("river:periodic_job_id") == "minutely"
+
+    run(main, clock=trio.testing.MockClock(autojump_threshold=0.02))
 
 
 # ---------------------------------------------------------------- the loop stays responsive
