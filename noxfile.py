@@ -38,6 +38,6 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PY)
 def bench(session: nox.Session) -> None:
-    """Speed figures (printed, never asserted)."""
-    session.install("-e", ".[test]")
+    """Speed figures (printed, never asserted); the peers are compared only here."""
+    session.install("-e", ".[test]", "procrastinate", "pgqueuer", "asyncpg")
     session.run("python", "-m", "benchmarks", *session.posargs)
