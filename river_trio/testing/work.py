@@ -1,0 +1,297 @@
+"""``await work_once(...)`` and ``await work_with_client(...)``: ``river_sync.testing``'s worker runs
+for trio code, with the same ``WorkResult``.
+
+The run is the trio client's: an async worker runs as a task inside a cancel
+scope whose deadline is the job's timeout (on trio's clock, so a
+``trio.testing.MockClock`` drives it) and which a set token cancels; an
+interruption is recorded as the client records it (``WorkCancelled`` with the
+token's cause). A sync worker runs in a worker thread and is cooperative: a
+timer task sets its token at the timeout. Middleware is the trio client's
+(``async def mw(ctx, args, call_next)``); an error handler may be sync or async.
+Planning, outcomes and the set-state update come from ``river_protocol`` and the
+configuration from ``river_sync.testing.work``, so both drivers agree.
+
+As in ``river_sync.testing``, only ``Exception`` is captured: ``NoDatabaseError``,
+``KeyboardInterrupt`` and pytest's outcomes reach the test.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import traceback
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import outcome
+import trio
+
+from river_protocol.constants import MAX_ATTEMPTS_DEFAULT
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import SetStateIfRunning
+from river_protocol.job import JobRow
+from river_protocol.options import InsertOpts
+from river_protocol.outcomes import apply_set_state
+from river_protocol.retry import RetryPolicy
+from river_protocol.work import (
+    CancelCause,
+    JobCancel,
+    JobDiscard,
+    JobSnooze,
+    WorkCancelled,
+    outcome_from_result,
+    wants_error_handler,
+)
+from river_sync.executor import Executor
+from river_sync.testing.builder import TEST_CLIENT_ID, build_job
+from river_sync.testing.work import (
+    NoDatabaseError,
+    OfflineClient,
+    WorkResult,
+    _as_workers,
+    _Ran,
+    _result,
+    _RunSetup,
+    _setup,
+    _timeout_seconds,
+    claim_job,
+    client_settings,
+)
+from river_trio.context import CancellationToken, WorkContext
+from river_trio.database import run_blocking
+from river_trio.executor import AsyncExecutor
+from river_trio.runner import utcnow
+
+if TYPE_CHECKING:
+    from river_trio.client import Client
+
+ErrorHandler = Callable[[Any, BaseException], Any]
+CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
+Middleware = Callable[[WorkContext, Any, CallNext], Awaitable[Any]]
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def _in_thread(fn: Callable[[], Any]) -> Any:
+    return await trio.to_thread.run_sync(fn, abandon_on_cancel=False)
+
+
+def _call_chain(setup: _RunSetup, worker: Any, token: CancellationToken, seconds: float | None) -> CallNext:
+    from river_trio.client import is_async_worker
+
+    call: CallNext
+    if is_async_worker(worker):
+        async def call(ctx: WorkContext, args: Any) -> Any:
+            return await _maybe_await(worker.call(ctx, args))
+    else:
+        async def call(ctx: WorkContext, args: Any) -> Any:
+            async def set_token_at_deadline() -> None:
+                await trio.sleep(math.inf if seconds is None else seconds)
+                token.cancel(CancelCause.TIMEOUT)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(set_token_at_deadline)
+                # Captured, then raised outside the nursery: the worker's error must not come
+                # back wrapped in an exception group.
+                ran = await outcome.acapture(_in_thread, lambda: worker.call(ctx, args))
+                nursery.cancel_scope.cancel()
+            return await _maybe_await(ran.unwrap())
+
+    middleware: tuple[Any, ...] = setup.middleware  # trio middleware, typed by river_sync as sync
+    for mw in reversed(middleware):
+        call = (lambda m, nxt: lambda c, a: m(c, a, nxt))(mw, call)
+    return call
+
+
+async def _run(
+    setup: _RunSetup,
+    job: JobRow,
+    client: Any,
+    *,
+    now: datetime | None,
+    timeout: timedelta | float | None,
+    cancel: CancelCause | None,
+) -> _Ran:
+    """Plan, run and finish ``job`` as the trio client's job task does."""
+    from river_trio.client import is_async_worker
+
+    core = setup.core
+    plan = core.plan_job(job)
+    started_at = now or utcnow()
+    token = CancellationToken()
+    if cancel is not None:
+        token.cancel(cancel)
+    if plan.immediate is not None:
+        finished_at = now or utcnow()
+        finish = core.finish_job(plan, plan.immediate, now=finished_at, started_at=started_at,
+                                 cancel_cause=token.cause, metadata_updates={})
+        return _Ran(plan.immediate, finish.update, finish.reason, None, None, None, "", {}, False,
+                    started_at, finished_at, token.cause, False)
+
+    if timeout is None:
+        seconds = None if plan.timeout is None else plan.timeout.total_seconds()
+    else:
+        given = _timeout_seconds(timeout)
+        seconds = given if given > 0 else None
+    worker = plan.worker
+    assert worker is not None
+    ctx = WorkContext(job, plan.args, client, token)
+    result: Any = None
+    error: Exception | None = None
+    trace = ""
+    scope = trio.CancelScope()
+    if is_async_worker(worker):
+        if seconds is not None:
+            scope.deadline = trio.current_time() + seconds
+        token.scope = scope
+        if token.cause is not None:
+            scope.cancel()
+    try:
+        with scope:
+            result = await _call_chain(setup, worker, token, seconds)(ctx, plan.args)
+    except NoDatabaseError:
+        raise  # a test set-up mistake, not the job's failure
+    except Exception as exc:
+        error, trace = exc, traceback.format_exc()
+    token.scope = None
+    if scope.cancelled_caught:
+        token.cancel(CancelCause.TIMEOUT)  # no-op when a cause was already set
+        assert token.cause is not None
+        result, error, trace = None, WorkCancelled(token.cause), ""
+    cause = token.cause
+    outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
+    handler_cancel = False
+    if setup.error_handler is not None and error is not None and wants_error_handler(outcome, cause):
+        handler_cancel = bool(await _maybe_await(setup.error_handler(job, error)))
+    finished_at = now or utcnow()
+    metadata = dict(ctx.metadata_updates)
+    finish = core.finish_job(plan, outcome, now=finished_at, started_at=started_at, cancel_cause=cause,
+                             error_handler_cancel=handler_cancel, metadata_updates=metadata)
+    real_error = None if isinstance(error, JobSnooze | JobCancel | JobDiscard) else error
+    return _Ran(outcome, finish.update, finish.reason, plan.args, result, real_error, trace, metadata, True,
+                started_at, finished_at, cause, ctx.completed_in_tx)
+
+
+# ---------------------------------------------------------------- work_once
+
+
+async def work_once(
+    workers_or_callable: Any,
+    args_or_job: Any,
+    *,
+    opts: InsertOpts | None = None,
+    client: Any = None,
+    now: datetime | None = None,
+    timeout: timedelta | float | None = None,
+    cancel: CancelCause | None = None,
+    attempt: int = 1,
+    args_type: type | None = None,
+    job_timeout: timedelta | None = None,
+    retry_policy: RetryPolicy | None = None,
+    max_attempts: int | None = None,
+    middleware: Sequence[Middleware] | None = None,
+    error_handler: ErrorHandler | None = None,
+    rand: float | None = None,
+) -> WorkResult:
+    """Run an async or sync worker on one job without a database; what River would record.
+
+    Arguments as ``river_sync.testing.work_once``; ``client`` is a
+    ``river_trio.Client`` (lending its settings and trio middleware) or None
+    for an ``OfflineClient``. ``timeout`` is in seconds of trio's clock.
+    """
+    if isinstance(args_or_job, JobRow):
+        job = args_or_job
+        workers = _as_workers(workers_or_callable, args_type) if workers_or_callable is not None else None
+    else:
+        workers = (
+            _as_workers(workers_or_callable, args_type or type(args_or_job))
+            if workers_or_callable is not None else None
+        )
+        config, _, _, _ = client_settings(client)
+        job = build_job(
+            args_or_job, opts, attempt=attempt, now=now or utcnow(),
+            client_id=config.client_id if config is not None else TEST_CLIENT_ID,
+            client_max_attempts=max_attempts or (config.max_attempts if config else MAX_ATTEMPTS_DEFAULT),
+        )
+    setup = _setup(workers, client, job_timeout=job_timeout, retry_policy=retry_policy,
+                   max_attempts=max_attempts, middleware=middleware,  # type: ignore[arg-type]
+                   error_handler=error_handler, rand=rand)
+    ctx_client = client if client is not None else OfflineClient(setup.core.config.client_id)
+    ran = await _run(setup, job, ctx_client, now=now, timeout=timeout, cancel=cancel)
+    return _result(ran, apply_set_state(job, ran.update, ran.finished_at))
+
+
+# ---------------------------------------------------------------- work_with_client
+
+
+@asynccontextmanager
+async def client_transaction(client: Client, tx: Any) -> AsyncIterator[AsyncExecutor]:
+    """An executor in ``tx`` (the caller's transaction) or in a new transaction of the client's."""
+    if tx is None:
+        db = await client._ensure_db()
+        async with db.transaction() as ex:
+            yield ex
+        return
+    from river_trio.txadapt import executor_for_caller_tx
+
+    ex = await executor_for_caller_tx(tx, schema=client.schema)
+    if ex.dialect.name != client.dialect_name:
+        raise ValidationError(
+            f"tx is a {ex.dialect.name} transaction but the client uses {client.dialect_name}"
+        )
+    yield ex
+
+
+async def _claim(ex: AsyncExecutor, job: JobRow, client_id: str) -> JobRow:
+    # The connection is a blocking one inside the open transaction: the threaded claim runs on it as is.
+    blocking = Executor(ex.conn, ex.dialect, in_caller_tx=True)
+    return await run_blocking(lambda: claim_job(blocking, job, client_id))
+
+
+async def work_with_client(
+    client: Client,
+    args_or_job: Any,
+    opts: InsertOpts | None = None,
+    *,
+    tx: Any = None,
+    timeout: timedelta | float | None = None,
+    cancel: CancelCause | None = None,
+    rand: float | None = None,
+) -> WorkResult:
+    """Insert ``args`` through ``client`` (a ``river_trio.Client``, not running), claim the job,
+    work it, record the outcome with the completer's statement; as ``river_sync.testing``'s.
+
+    ``tx``: the blocking connection (psycopg, SQLAlchemy Connection/Session,
+    sqlite) every step runs in. A ``JobRow`` instead of args works that job.
+    """
+    if isinstance(args_or_job, JobRow):
+        job = args_or_job
+    else:
+        job = (await client.insert(args_or_job, opts, tx=tx)).job
+    setup = _setup(None, client, job_timeout=None, retry_policy=None, max_attempts=None,
+                   middleware=None, error_handler=None, rand=rand)
+    async with client_transaction(client, tx) as ex:
+        running = await _claim(ex, job, client.client_id)
+    ran = await _run(setup, running, client, now=None, timeout=timeout, cancel=cancel)
+    async with client_transaction(client, tx) as ex:
+        rows = await ex.run(SetStateIfRunning(updates=(ran.update,)))
+        final: JobRow | None = rows[0] if rows else None
+    if final is None:
+        raise RiverError(f"job {running.id} was deleted while it ran; its outcome could not be recorded")
+    return _result(ran, final)
+
+
+__all__ = [
+    "NoDatabaseError",
+    "OfflineClient",
+    "WorkResult",
+    "client_transaction",
+    "work_once",
+    "work_with_client",
+]
