@@ -66,6 +66,14 @@ POSTGRES_ONLY = {
                       "river_job tables in schemas: ['billing_river']"],
 }
 
+# The trio client: the timeout cancels the job's scope; the soft stop waits for a running job.
+EXPECTED["trio_worker"] = [
+    "page huge: cancelled by its 1 s timeout", "stopping the client (soft stop) while the digest job runs",
+    "digest of 3 pages built (the soft stop waited for it)", "client stopped cleanly",
+    "job 1 fetch home: completed", "job 2 fetch about: completed",
+    "job 3 fetch huge: discarded (context deadline exceeded)",
+]
+
 
 def run_example(name: str, *args: str, cwd: Path) -> str:
     env = {k: v for k, v in os.environ.items() if k != "RIVER_DATABASE_URL"}
