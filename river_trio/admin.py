@@ -204,6 +204,10 @@ class QueuesAPI(_Admin):
                 for payload in intent.payloads:
                     self._deliver(payload, tx=tx, cancel=False)
 
+    def worked(self) -> dict[str, QueueConfig]:
+        """The queues this client works (configured, plus runtime additions, minus removals)."""
+        return dict(self._client._core.queues)
+
     def add(self, name: str, config: QueueConfig | None = None) -> None:
         """Work another queue (no I/O: its producer task starts right away on a running client)."""
         self._client._add_queue(name, config or QueueConfig())

@@ -38,7 +38,7 @@ import math
 import random
 import socket
 import traceback
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -389,6 +389,19 @@ class Client:
 
     # ---------------------------------------------------------------- lifecycle
 
+    def configure(
+        self,
+        *,
+        queues: Mapping[str, QueueConfig] | None = None,
+        tag_filter: TagFilter | None = None,
+    ) -> None:
+        """Change the queues this client works, or its claim tag filter, before it runs (no I/O)."""
+        if self._state != "new":
+            raise RiverError(f"client can only be configured before it starts; it is {self._state}")
+        self._core.reconfigure(queues=queues, tag_filter=tag_filter)
+        # Queues added before start() wait in _pending_producers; a reconfigure replaces the set.
+        self._pending_producers = {n: p for n, p in self._pending_producers.items() if n in self._core.queues}
+
     async def __aenter__(self) -> Client:
         cm = trio.open_nursery()
         nursery = await cm.__aenter__()
@@ -637,22 +650,31 @@ class Client:
             call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
         return call
 
-    async def _in_thread(self, run: _Run, fn: Callable[[], Any]) -> Any:
-        """A sync worker: its thread can't be interrupted, so a timer sets its token at the timeout."""
-        timeout = run.plan.timeout
+    def _start_timer(self, run: _Run) -> trio.CancelScope:
+        """Set the run's token at its timeout (cancel it with the returned scope once the run ends).
+
+        The token, not a deadline on the run's scope, so an async worker sees
+        ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as a sync worker does.
+        """
         timer_scope = trio.CancelScope()
+        timeout = run.plan.timeout
         if timeout is not None and self._nursery is not None:
             async def timer() -> None:
                 with timer_scope:
                     await trio.sleep_until(trio_deadline(run.started_at + timeout))
                     if run.token.cancel(CancelCause.TIMEOUT):
                         self._stats.timed_out += 1
-                        log.warning("river: job %d (%s) exceeded its timeout of %s; its token is set",
+                        log.warning("river: job %d (%s) exceeded its timeout of %s; it was cancelled",
                                     run.plan.job.id, run.plan.job.kind, timeout)
 
             # In the client's nursery, not one of our own: the worker's exception must not
             # come back wrapped in an exception group.
             self._nursery.start_soon(timer)
+        return timer_scope
+
+    async def _in_thread(self, run: _Run, fn: Callable[[], Any]) -> Any:
+        """A sync worker: its thread can't be interrupted, so the timer only sets its token."""
+        timer_scope = self._start_timer(run)
         try:
             return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
         finally:
@@ -667,9 +689,9 @@ class Client:
         error: BaseException | None = None
         trace = ""
         scope = trio.CancelScope()
+        timer_scope: trio.CancelScope | None = None
         if is_async_worker(worker):
-            if run.plan.timeout is not None:
-                scope.deadline = trio_deadline(run.started_at + run.plan.timeout)
+            timer_scope = self._start_timer(run)
             run.token.scope = scope
             if run.token.cause is not None:
                 scope.cancel()
@@ -680,6 +702,9 @@ class Client:
                 result = await self._call_chain(run)(ctx, run.plan.args)
         except Exception as exc:
             error, trace = exc, traceback.format_exc()
+        finally:
+            if timer_scope is not None:
+                timer_scope.cancel()
         if scope.cancelled_caught:
             if run.token.cause is None and run.token.cancel(CancelCause.TIMEOUT):
                 self._stats.timed_out += 1

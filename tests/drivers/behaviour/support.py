@@ -1,0 +1,64 @@
+"""Helpers of the behavioural suite: clients with fast settings on either driver, reads through river_sync."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness import Harness  # type: ignore[import-not-found]
+from leader_support import FAST_ELECTION, fast_maintenance  # type: ignore[import-not-found]
+from test_client_support import FAST, WAIT  # type: ignore[import-not-found]
+
+from river_protocol.intents import GetJob
+from river_protocol.job import JobRow
+from river_sync import Database, EventKind
+
+__all__ = ["FAST", "WAIT", "fast_client", "leader_client", "row", "wait_for"]
+
+
+def fast_client(h: Harness, url: str, workers: Any, **kwargs: Any) -> Any:
+    kwargs.setdefault("queues", {"default": FAST})
+    return h.client(url, workers=workers, **kwargs)
+
+
+def leader_client(h: Harness, url: str, workers: Any, **kwargs: Any) -> Any:
+    kwargs.setdefault("queues", {"default": FAST})
+    kwargs.setdefault("leader_election", FAST_ELECTION)
+    kwargs.setdefault("maintenance", fast_maintenance())
+    return h.client(url, workers=workers, **kwargs)
+
+
+def row(url: str, job_id: int) -> JobRow:
+    """The job as stored, read through a river_sync Database (the same whichever driver wrote it)."""
+    with Database.from_url(url) as db:
+        value = db.run(GetJob(job_id), readonly=True)
+    assert isinstance(value, JobRow)
+    return value
+
+
+def wait_for(sub: Any, job_id: int, kinds: tuple[EventKind, ...] | None = None) -> Any:
+    """The first event about ``job_id`` (of ``kinds``); fails after WAIT seconds."""
+    while True:
+        event = sub.get(timeout=WAIT)
+        if event.job is not None and event.job.id == job_id and (kinds is None or event.kind in kinds):
+            return event
+
+
+def next_of(sub: Any, kind: EventKind) -> Any:
+    while True:
+        event = sub.get(timeout=WAIT)
+        if event.kind is kind:
+            return event
+
+
+def stored_metadata(url: str, job_id: int) -> dict[str, Any]:
+    """metadata exactly as stored, decoded by a plain JSON parser."""
+    with Database.from_url(url) as db, db.executor(readonly=True) as ex:
+        if db.dialect.name == "postgres":
+            sql = "SELECT metadata::text FROM river_job WHERE id = %s"
+        else:
+            sql = "SELECT json(metadata) FROM river_job WHERE id = ?"
+        raw = ex.conn.execute(sql, (job_id,)).fetchone()[0]
+    value = json.loads(raw)
+    assert isinstance(value, dict)
+    return value

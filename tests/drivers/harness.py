@@ -1,0 +1,437 @@
+"""One synchronous face for both drivers, so a behavioural test is written once.
+
+``SyncHarness`` hands out ``river_sync.Client`` objects unchanged. ``TrioHarness``
+runs a trio event loop in a background thread and hands out ``TrioClient``
+facades: every call goes into that loop (``trio.from_thread.run``) and blocks
+the calling thread until it is done, so the test reads exactly like a
+``river_sync`` test. Clients run as tasks of the harness's nursery
+(``nursery.start(client.run)``); an exception escaping a client's ``run`` is
+recorded and raised again when the harness closes (the test's teardown).
+
+Workers are written once as plain functions:
+
+* ``h.worker(fn)``: on trio, a non-blocking ``fn`` becomes an ``async def``
+  running on the loop (trio's own path: a cancel scope around it);
+  ``threaded=True`` keeps it a sync worker in a thread, as it must be when it
+  blocks (waits on a ``threading.Event``).
+* ``h.cancellable_worker(entered, causes)``: waits until its run is cancelled,
+  in each driver's own way (the token in a thread; ``trio.sleep`` interrupted
+  by the run's cancel scope).
+* ``h.call(fn, ...)`` calls a client or context method from a worker thread
+  or the test (awaited in the loop when it is async).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import math
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import trio
+
+import river_sync
+import river_trio
+from river_protocol.workers import Workers
+from river_sync.events import Event
+
+WAIT = 15.0  # upper bound for anything a client does; never a sleep
+
+
+def _arity(fn: Callable[..., Any]) -> int:
+    params = inspect.signature(fn).parameters.values()
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+class SyncHarness:
+    driver = "sync"
+
+    def __init__(self) -> None:
+        self._clients: list[river_sync.Client] = []
+
+    def client(self, database: Any, **kwargs: Any) -> river_sync.Client:
+        client = river_sync.Client(database, **kwargs)
+        self._clients.append(client)
+        return client
+
+    def raw(self, client: Any) -> Any:
+        return client
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    def worker(self, fn: Callable[..., Any], *, threaded: bool = False) -> Callable[..., Any]:
+        return fn
+
+    def workers(self, fn: Callable[..., Any], args_type: type, *, threaded: bool = False,
+                **kwargs: Any) -> Workers:
+        workers = Workers()
+        workers.job(args_type, **kwargs)(self.worker(fn, threaded=threaded))
+        return workers
+
+    def cancellable_worker(
+        self, entered: threading.Event, causes: list[Any] | None = None
+    ) -> Callable[..., Any]:
+        def work(ctx: Any, args: Any) -> None:
+            entered.set()
+            try:
+                ctx.token.wait(WAIT)
+                ctx.raise_if_cancelled()
+            finally:
+                if causes is not None:
+                    causes.append(ctx.cancel_cause)
+
+        return work
+
+    def middleware(self, before: Callable[[], None], after: Callable[[], None]) -> Callable[..., Any]:
+        def mw(ctx: Any, args: Any, call_next: Any) -> Any:
+            before()
+            try:
+                return call_next(ctx, args)
+            finally:
+                after()
+
+        return mw
+
+    def transaction(self, client: Any) -> contextlib.AbstractContextManager[Any]:
+        return river_sync.transaction(client)
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.stop()
+
+
+# ---------------------------------------------------------------- trio
+
+
+class TrioHarness:
+    driver = "trio"
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._errors: list[BaseException] = []
+        self._clients: list[river_trio.Client] = []
+        self._thread = threading.Thread(target=self._loop, name="trio-harness", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(WAIT):
+            raise RuntimeError("the trio harness loop did not start")
+
+    def _loop(self) -> None:
+        try:
+            trio.run(self._main)
+        except BaseException as exc:  # reported by close()
+            self._errors.append(exc)
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._shutdown = trio.Event()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._ready.set()
+            await self._shutdown.wait()
+            nursery.cancel_scope.cancel()
+
+    # ---------------------------------------------------------------- calling into the loop
+
+    def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` in the loop (awaiting it when it is async) and return its result here."""
+
+        async def call() -> Any:
+            result = fn(*args, **kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
+        return trio.from_thread.run(call, trio_token=self._token)
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return self.run(fn, *args, **kwargs)
+
+    # ---------------------------------------------------------------- clients
+
+    def client(self, database: Any, **kwargs: Any) -> TrioClient:
+        raw = self.run(river_trio.Client, database, **kwargs)
+        self._clients.append(raw)
+        return TrioClient(self, raw)
+
+    def raw(self, client: Any) -> Any:
+        return client.raw if isinstance(client, TrioClient) else client
+
+    async def _start(self, raw: river_trio.Client) -> None:
+        async def guarded(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            started = False
+
+            def report() -> None:
+                nonlocal started
+                started = True
+                task_status.started()
+
+            status = _Status(report)
+            try:
+                await raw.run(task_status=status)  # type: ignore[arg-type]
+            except Exception as exc:
+                if not started:
+                    raise
+                self._errors.append(exc)
+            except BaseExceptionGroup as group:
+                if not started:
+                    raise
+                self._errors.append(group)
+
+        await self._nursery.start(guarded)
+
+    # ---------------------------------------------------------------- workers
+
+    def worker(self, fn: Callable[..., Any], *, threaded: bool = False) -> Callable[..., Any]:
+        if threaded or inspect.iscoroutinefunction(fn):
+            return fn
+        takes_context = _arity(fn) != 1
+
+        async def on_the_loop(ctx: Any, args: Any) -> Any:
+            return fn(ctx, args) if takes_context else fn(args)
+
+        return on_the_loop
+
+    def workers(self, fn: Callable[..., Any], args_type: type, *, threaded: bool = False,
+                **kwargs: Any) -> Workers:
+        workers = Workers()
+        workers.job(args_type, **kwargs)(self.worker(fn, threaded=threaded))
+        return workers
+
+    def cancellable_worker(
+        self, entered: threading.Event, causes: list[Any] | None = None
+    ) -> Callable[..., Any]:
+        async def work(ctx: Any, args: Any) -> None:
+            entered.set()
+            try:
+                await trio.sleep(WAIT)
+            finally:
+                if causes is not None:
+                    causes.append(ctx.cancel_cause)
+
+        return work
+
+    def middleware(self, before: Callable[[], None], after: Callable[[], None]) -> Callable[..., Any]:
+        async def mw(ctx: Any, args: Any, call_next: Any) -> Any:
+            before()
+            try:
+                return await call_next(ctx, args)
+            finally:
+                after()
+
+        return mw
+
+    # ---------------------------------------------------------------- transactions
+
+    @contextlib.contextmanager
+    def transaction(self, client: Any) -> Iterator[Any]:
+        """``river_trio.transaction`` held open by a task of the loop while the block runs here."""
+        raw = self.raw(client)
+        release = trio.Event()
+        finished = threading.Event()
+        box: dict[str, Any] = {}
+
+        class _Rollback(Exception):
+            pass
+
+        async def holder(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+            try:
+                async with river_trio.transaction(raw) as conn:
+                    task_status.started(conn)
+                    await release.wait()
+                    if box.get("rollback"):
+                        raise _Rollback
+            except _Rollback:
+                pass
+            except Exception as exc:
+                box["error"] = exc
+            finally:
+                finished.set()
+
+        conn = self.run(self._nursery.start, holder)
+        try:
+            yield conn
+        except BaseException:
+            box["rollback"] = True
+            self.run(release.set)
+            finished.wait(WAIT)
+            raise
+        self.run(release.set)
+        if not finished.wait(WAIT):
+            raise TimeoutError("the transaction did not end")
+        if "error" in box:
+            raise box["error"]
+
+    # ---------------------------------------------------------------- shutdown
+
+    def close(self) -> None:
+        try:
+            for raw in self._clients:
+                if self._thread.is_alive() and not raw._stopped.is_set():
+                    self.run(raw.stop_and_cancel if raw._stop_begun else raw.stop)
+        finally:
+            if self._thread.is_alive():
+                trio.from_thread.run_sync(self._shutdown.set, trio_token=self._token)
+            self._thread.join(WAIT)
+        if self._errors:
+            raise self._errors[0]
+
+
+class _Status:
+    """A task_status that tells the harness the client's run has started."""
+
+    def __init__(self, report: Callable[[], None]) -> None:
+        self._report = report
+
+    def started(self, value: Any = None) -> None:
+        self._report()
+
+
+class _Proxy:
+    """``client.jobs`` / ``queues`` / ``periodic_jobs``: every method runs (and is awaited) in the loop."""
+
+    def __init__(self, harness: TrioHarness, target: Any) -> None:
+        self._harness = harness
+        self._target = target
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value):
+            return value
+        return functools.partial(self._harness.run, value)
+
+    def __len__(self) -> int:
+        return int(self._harness.run(len, self._target))
+
+
+class TrioSubscription:
+    """``river_sync.Subscription``'s blocking face over a trio subscription."""
+
+    def __init__(self, harness: TrioHarness, sub: river_trio.Subscription) -> None:
+        self._harness = harness
+        self._sub = sub
+
+    @property
+    def dropped(self) -> int:
+        return self._sub.dropped
+
+    @property
+    def closed(self) -> bool:
+        return self._sub.closed
+
+    def get(self, timeout: float | None = None) -> Event:
+        """The next event; ``queue.Empty`` on timeout, ``EOFError`` once closed and drained."""
+        sub = self._sub
+
+        async def get() -> Event:
+            if timeout == 0:
+                try:
+                    return sub.get_nowait()
+                except trio.WouldBlock:
+                    raise queue.Empty from None
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                return await sub.get()
+            raise queue.Empty
+
+        result: Event = self._harness.run(get)
+        return result
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            try:
+                yield self.get()
+            except EOFError:
+                return
+
+    def close(self) -> None:
+        self._harness.run(self._sub.close)
+
+
+class TrioClient:
+    """``river_sync.Client``'s blocking face over a ``river_trio.Client`` running in the harness loop."""
+
+    def __init__(self, harness: TrioHarness, raw: river_trio.Client) -> None:
+        self._harness = harness
+        self.raw = raw
+        self.jobs = _Proxy(harness, raw.jobs)
+        self.queues = _Proxy(harness, raw.queues)
+        self.periodic_jobs = _Proxy(harness, raw.periodic_jobs)
+
+    @property
+    def client_id(self) -> str:
+        return self.raw.client_id
+
+    @property
+    def schema(self) -> str | None:
+        return self.raw.schema
+
+    @property
+    def is_leader(self) -> bool:
+        return self.raw.is_leader
+
+    def stats(self) -> Any:
+        return self._harness.run(self.raw.stats)
+
+    def insert(self, args: Any, opts: Any = None, *, tx: Any = None) -> Any:
+        return self._harness.run(self.raw.insert, args, opts, tx=tx)
+
+    def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> Any:
+        return self._harness.run(self.raw.insert_many, list(items), tx=tx)
+
+    def subscribe(self, kinds: Iterable[Any] | None = None, maxsize: int = 1000) -> TrioSubscription:
+        return TrioSubscription(self._harness, self._harness.run(self.raw.subscribe, kinds, maxsize))
+
+    def configure(self, **kwargs: Any) -> None:
+        self._harness.run(self.raw.configure, **kwargs)  # type: ignore[attr-defined]
+
+    def start(self) -> None:
+        self._harness.run(self._harness._start, self.raw)
+
+    def stop(self, timeout: timedelta | float | None = None) -> None:
+        self._harness.run(self.raw.stop, timeout)
+
+    def stop_and_cancel(self) -> None:
+        self._harness.run(self.raw.stop_and_cancel)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        raw = self.raw
+
+        async def wait() -> bool:
+            if raw._stopped.is_set():  # a set Event's wait still checkpoints: a 0 s deadline would fire
+                return True
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                await raw.wait()
+                return True
+            return False
+
+        result: bool = self._harness.run(wait)
+        return result
+
+    def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
+        result: bool = self._harness.run(self.raw.wait_leader, value, timeout)
+        return result
+
+    def __enter__(self) -> TrioClient:
+        if self.raw._state == "new":
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+Harness = SyncHarness | TrioHarness
+
+
+def make_harness(driver: str) -> Harness:
+    if driver == "sync":
+        return SyncHarness()
+    if driver == "trio":
+        return TrioHarness()
+    raise ValueError(f"unknown driver {driver!r}")
