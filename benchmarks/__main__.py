@@ -1,4 +1,4 @@
-"""``python -m benchmarks [pure|sync|all]``: print figures."""
+"""``python -m benchmarks [pure|sync|trio|all]``: print figures."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ def main(argv: list[str]) -> int:
             print(f"sync driver benchmark unavailable: {exc}")
         else:
             sync_driver.main(argv[1:])
+    if which in ("trio", "all"):
+        from benchmarks import trio_driver, trio_io
+
+        trio_io.main([])
+        trio_driver.main(argv[1:])
     return 0
 
 
