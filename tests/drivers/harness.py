@@ -88,6 +88,19 @@ class SyncHarness:
 
         return work
 
+    def gated_worker(self, gate: Any, then: Callable[[Any], None]) -> Callable[..., Any]:
+        """Sets ``gate.entered``, waits for ``gate.release`` (not for its token), then ``then(args)``."""
+        def work(args: Any) -> None:
+            gate.entered.set()
+            assert gate.release.wait(WAIT)
+            then(args)
+
+        return work
+
+    def callback(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """A client callback (error handler) in the driver's own style."""
+        return fn
+
     def middleware(self, before: Callable[[], None], after: Callable[[], None]) -> Callable[..., Any]:
         def mw(ctx: Any, args: Any, call_next: Any) -> Any:
             before()
@@ -216,6 +229,23 @@ class TrioHarness:
                     causes.append(ctx.cancel_cause)
 
         return work
+
+    def gated_worker(self, gate: Any, then: Callable[[Any], None]) -> Callable[..., Any]:
+        async def work(args: Any) -> None:
+            gate.entered.set()
+            with trio.fail_after(WAIT):
+                while not gate.release.is_set():  # on the loop: a soft stop must not interrupt it
+                    await trio.sleep(0.005)
+            then(args)
+
+        return work
+
+    def callback(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        async def on_the_loop(*args: Any) -> Any:
+            await trio.lowlevel.checkpoint()
+            return fn(*args)
+
+        return on_the_loop
 
     def middleware(self, before: Callable[[], None], after: Callable[[], None]) -> Callable[..., Any]:
         async def mw(ctx: Any, args: Any, call_next: Any) -> Any:

@@ -287,7 +287,7 @@ def test_error_handler_may_cancel_after_middleware(h: Harness, client_db_url: st
     def work(args: Task) -> None:
         raise RuntimeError("fail")
 
-    event, stored, _ = _run_one(h, client_db_url, work, middleware=[mw], error_handler=handler)
+    event, stored, _ = _run_one(h, client_db_url, work, middleware=[mw], error_handler=h.callback(handler))
     assert event.kind is EventKind.JOB_CANCELLED and stored.state is JobState.CANCELLED
     assert calls == ["before", "after", "handler RuntimeError"]
 
@@ -335,13 +335,8 @@ def test_remote_cancel_of_a_running_job(h: Harness, client_db_url: str) -> None:
 def test_soft_stop_waits_for_running_jobs(h: Harness, client_db_url: str) -> None:
     gate = Gate()
     finished: list[str] = []
-
-    def blocked(args: Task) -> None:
-        gate.entered.set()
-        assert gate.release.wait(WAIT)
-        finished.append(args.name)
-
-    client = fast_client(h, client_db_url, h.workers(blocked, Task, threaded=True))
+    worker = h.gated_worker(gate, lambda args: finished.append(args.name))
+    client = fast_client(h, client_db_url, h.workers(worker, Task))
     client.start()
     inserted = client.insert(Task("x"))
     assert gate.entered.wait(WAIT)
