@@ -1,5 +1,7 @@
-"""Leader-run maintenance in the threaded client on real Postgres and SQLite: scheduler, job
-cleaner (retentions, -1 keeps), queue cleaner, SQLite notification cleaner, leader-only."""
+"""MaintenanceConfig: validation, retention values, rescue_after following the job timeout.
+
+The maintenance services running under a leader (both drivers) are in ``behaviour/test_maintenance.py``.
+"""
 
 from __future__ import annotations
 
@@ -7,138 +9,18 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from leader_support import (  # type: ignore[import-not-found]
-    FAST_QUEUE,
-    WAIT,
-    ago,
-    all_jobs,
-    db_time,
-    execute,
-    fast_maintenance,
-    leader_client,
-    wait_until,
-)
-from test_client_support import (  # type: ignore[import-not-found]
-    Task,
-    client_db_url_fixture,  # noqa: F401  (the fixture)
-    migrated_pg_fixture,  # noqa: F401  (used by the fixture)
-)
+from leader_support import FAST_QUEUE  # type: ignore[import-not-found]
+from test_client_support import Task  # type: ignore[import-not-found]
 
+import river_trio
 from river_protocol.errors import ValidationError
-from river_protocol.intents import FullJobRow, InsertFullJobs, ListQueues, UpsertQueue
-from river_sync import Client, Database, JobState, MaintenanceConfig, Workers
+from river_sync import Client, MaintenanceConfig, Workers
 
 
 def _workers() -> Workers:
     workers = Workers()
     workers.job(Task)(lambda args: None)
     return workers
-
-
-def _insert(db: Database, *rows: FullJobRow) -> list[int]:
-    result = db.run(InsertFullJobs(rows))
-    return [r.id for r in result]
-
-
-def _states(db: Database) -> dict[int, JobState]:
-    return {j.id: j.state for j in all_jobs(db)}
-
-
-def test_scheduler_makes_due_jobs_available(client_db_url: str) -> None:
-    with Database.from_url(client_db_url) as db:
-        # Queue "elsewhere" isn't worked, so an available job stays available.
-        due_scheduled, due_retryable, later = _insert(
-            db,
-            FullJobRow(kind="task", queue="elsewhere", state=JobState.SCHEDULED, scheduled_at=ago(seconds=5)),
-            FullJobRow(kind="task", queue="elsewhere", state=JobState.RETRYABLE, scheduled_at=ago(seconds=1),
-                       attempt=1),
-            FullJobRow(kind="task", queue="elsewhere", state=JobState.SCHEDULED, scheduled_at=ago(hours=-1)),
-        )
-        with leader_client(client_db_url, _workers()) as client:
-            assert client.wait_leader(True, WAIT)
-            wait_until(
-                lambda: {_states(db)[due_scheduled], _states(db)[due_retryable]} == {JobState.AVAILABLE},
-                "the scheduler to make both due jobs available",
-            )
-            assert _states(db)[later] is JobState.SCHEDULED
-
-
-def test_job_cleaner_honours_retentions(client_db_url: str) -> None:
-    maintenance = fast_maintenance(
-        completed_retention=timedelta(hours=1), cancelled_retention=-1,
-        discarded_retention=timedelta(hours=1),
-    )
-    with Database.from_url(client_db_url) as db:
-        old = ago(hours=2)
-        old_completed, new_completed, old_cancelled, old_discarded, old_running = _insert(
-            db,
-            FullJobRow(kind="task", state=JobState.COMPLETED, finalized_at=old, attempt=1),
-            FullJobRow(kind="task", state=JobState.COMPLETED, finalized_at=ago(minutes=1), attempt=1),
-            FullJobRow(kind="task", state=JobState.CANCELLED, finalized_at=ago(days=30), attempt=1),
-            FullJobRow(kind="task", state=JobState.DISCARDED, finalized_at=old, attempt=1),
-            FullJobRow(kind="task", queue="elsewhere", state=JobState.RUNNING, attempt=1, attempted_at=old),
-        )
-        with leader_client(client_db_url, _workers(), maintenance=maintenance):
-            wait_until(lambda: not {old_completed, old_discarded} & set(_states(db)),
-                       "the cleaner to delete old completed and discarded jobs")
-            # One statement covers all states: the run that deleted those also judged these.
-            assert set(_states(db)) == {new_completed, old_cancelled, old_running}
-
-
-def test_queue_cleaner_deletes_stale_queues(client_db_url: str) -> None:
-    with Database.from_url(client_db_url) as db:
-        db.run(UpsertQueue("stale", now=ago(days=2)))
-        db.run(UpsertQueue("fresh", now=ago(hours=1)))
-
-        def names() -> set[str]:
-            return {q.name for q in db.run(ListQueues(), readonly=True)}
-
-        assert {"stale", "fresh"} <= names()
-        with leader_client(client_db_url, _workers()):
-            wait_until(lambda: "stale" not in names(), "the queue cleaner to delete the stale queue")
-            assert {"fresh", "default"} <= names()
-
-
-def test_sqlite_notification_cleaner(client_db_url: str) -> None:
-    if client_db_url.startswith("postgres"):
-        pytest.skip("the notification outbox is cleaned on SQLite only")
-    with Database.from_url(client_db_url) as db:
-        sql = "INSERT INTO river_notification (topic, payload, created_at) VALUES (?, ?, ?)"
-        execute(db, "", sql, ("test_topic", "old", db_time(db, ago(minutes=10))))
-        execute(db, "", sql, ("test_topic", "new", db_time(db, ago(minutes=1))))
-
-        def payloads() -> list[str]:
-            with db.executor(readonly=True) as ex:
-                rows = ex.conn.execute("SELECT payload FROM river_notification WHERE topic = 'test_topic'")
-                return sorted(r[0] for r in rows.fetchall())
-
-        assert payloads() == ["new", "old"]
-        with leader_client(client_db_url, _workers()):
-            wait_until(lambda: payloads() == ["new"], "the notification cleaner to delete the old row")
-
-
-def test_only_the_leader_maintains(client_db_url: str) -> None:
-    # A follower (leader election on but beaten to it) and a non-voter never run the cleaner.
-    with Database.from_url(client_db_url) as db:
-        (old_completed,) = _insert(db, FullJobRow(kind="task", state=JobState.COMPLETED,
-                                                  finalized_at=ago(days=3), attempt=1))
-        execute(db, "INSERT INTO river_leader (leader_id, elected_at, expires_at) "
-                    "VALUES ('elsewhere', now(), now() + interval '1 hour')",
-                "INSERT INTO river_leader (leader_id, elected_at, expires_at) VALUES (?, ?, ?)",
-                () if db.dialect.name == "postgres" else
-                ("elsewhere", db_time(db, ago()), db_time(db, ago(hours=-1))))
-        follower = leader_client(client_db_url, _workers())
-        non_voter = leader_client(client_db_url, _workers(), leader_election=False)
-        with follower, non_voter:
-            # Both work jobs (so both are fully up; the follower's first elect ran at start).
-            done = follower.insert(Task("probe")).job.id
-            wait_until(lambda: _states(db)[done] is JobState.COMPLETED, "the probe job to complete")
-            assert not follower.is_leader and not non_voter.is_leader
-            assert old_completed in _states(db)
-        execute(db, "DELETE FROM river_leader", "DELETE FROM river_leader")
-        with leader_client(client_db_url, _workers()) as leader:
-            assert leader.wait_leader(True, WAIT)
-            wait_until(lambda: old_completed not in _states(db), "the leader to clean")
 
 
 @pytest.mark.parametrize(("field", "value"), [
@@ -158,10 +40,14 @@ def test_maintenance_config_retention_values() -> None:
     assert MaintenanceConfig(reindexer_schedule="@daily").reindexer_schedule is not None
 
 
-def test_rescue_after_follows_the_job_timeout(tmp_path: Any) -> None:
+@pytest.mark.parametrize("driver", ["sync", "trio"])
+def test_rescue_after_follows_the_job_timeout(tmp_path: Any, driver: str) -> None:
     def rescue_after(**kwargs: Any) -> timedelta:
-        client = Client(str(tmp_path / "r.sqlite3"), queues={"default": FAST_QUEUE}, workers=_workers(),
-                        **kwargs)
+        path = str(tmp_path / "r.sqlite3")
+        if driver == "trio":  # the constructor does no I/O
+            return river_trio.Client(path, queues={"default": FAST_QUEUE}, workers=_workers(),
+                                     **kwargs)._core.rescue_after()
+        client = Client(path, queues={"default": FAST_QUEUE}, workers=_workers(), **kwargs)
         try:
             return client._core.rescue_after()
         finally:

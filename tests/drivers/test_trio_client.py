@@ -1,9 +1,12 @@
-"""The trio client end to end on real Postgres and SQLite: insert, work, outcomes, stop, leadership.
+"""What only the trio client has, on real Postgres and SQLite: run() in a nursery, aclose(), async
+steps, cancel scopes (an outer cancel, virtual-time timeouts), exception groups, sync workers in
+threads, loop latency, a shared queue with river_sync, signals.
 
-Tests are plain functions running ``trio.run``. Waits are bounded with
-``trio.fail_after(WAIT)`` and end as soon as the awaited event arrives; the
-job-timeout test runs in virtual time (``MockClock``) so its one-hour sleep
-costs nothing.
+Behaviour both drivers share (insert, outcomes, stop, admin, leadership, periodic jobs, maintenance,
+resumable steps) is tested once for both in ``behaviour/``. Tests here are plain functions
+running ``trio.run``. Waits are bounded with ``trio.fail_after(WAIT)`` and end as soon as the
+awaited event arrives; the job-timeout test runs in virtual time (``MockClock``) so its one-hour
+sleep costs nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from test_client_support import (  # type: ignore[import-not-found]
 
 import river_sync
 import river_trio
-from river_protocol.errors import JobNotFoundError, RiverError
+from river_protocol.errors import RiverError
 from river_protocol.intents import GetJob
 from river_protocol.job import JobRow
 from river_trio import (
@@ -37,9 +40,6 @@ from river_trio import (
     EventKind,
     InsertManyParams,
     InsertOpts,
-    JobCancel,
-    JobDiscard,
-    JobSnooze,
     JobState,
     LeaderElectionConfig,
     MaintenanceConfig,
@@ -99,33 +99,6 @@ def test_clock_maps_trio_time_to_wall_time() -> None:
     run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-@pytest.mark.parametrize("style", ["async", "sync"])
-def test_insert_work_completed(client_db_url: str, style: str) -> None:
-    seen: list[tuple[str, bool]] = []
-
-    async def async_work(ctx: WorkContext, args: Task) -> None:
-        await trio.sleep(0)
-        seen.append((args.name, ctx.cancelled))
-
-    def sync_work(ctx: WorkContext, args: Task) -> None:
-        seen.append((args.name, ctx.cancelled))
-
-    async def main() -> None:
-        client = _client(client_db_url, _workers(async_work if style == "async" else sync_work))
-        sub = client.subscribe([EventKind.JOB_COMPLETED])
-        async with client:
-            inserted = await client.insert(Task("hello"))
-            assert inserted.job.state is JobState.AVAILABLE and not inserted.unique_skipped_as_duplicate
-            event = await _event_for(sub, inserted.job.id)
-            row = await client.jobs.get(inserted.job.id)
-        assert event.kind is EventKind.JOB_COMPLETED and event.job.state is JobState.COMPLETED
-        assert row.state is JobState.COMPLETED and row.attempt == 1
-        assert row.attempted_by == (client.client_id,)
-        assert seen == [("hello", False)]
-
-    run(main)
-
-
 def test_nursery_start_run_and_insert_many(client_db_url: str) -> None:
     done: list[str] = []
 
@@ -153,158 +126,19 @@ def test_nursery_start_run_and_insert_many(client_db_url: str) -> None:
     run(main)
 
 
-def test_insert_only_client(client_db_url: str) -> None:
+def test_insert_only_client_without_run_closes_with_aclose(client_db_url: str) -> None:
     async def main() -> None:
-        async with Client(client_db_url) as client:
-            result = await client.insert(Task("x"), InsertOpts(queue="elsewhere", tags=("a_b",)))
-            row = await client.jobs.get(result.job.id)
-        assert (row.queue, row.tags, row.args) == ("elsewhere", ("a_b",), {"name": "x"})
         # Without run(): the database opens at the first call, aclose() closes it.
         bare = Client(client_db_url)
-        await bare.insert(Task("y"))
+        inserted = await bare.insert(Task("y"))
+        assert (await bare.jobs.get(inserted.job.id)).args == {"name": "y"}
         await bare.aclose()
         assert bare.database.closed
 
     run(main)
 
 
-# ---------------------------------------------------------------- caller transactions
-
-
-def test_psycopg_tx_commit_and_rollback(client_db_url: str) -> None:
-    if not client_db_url.startswith("postgres"):
-        pytest.skip("psycopg transactions are Postgres only")
-    import psycopg
-
-    async def main() -> None:
-        async with Client(client_db_url) as client:
-            conn: psycopg.Connection[Any] = await trio.to_thread.run_sync(
-                lambda: psycopg.connect(client_db_url)
-            )
-            try:
-                doomed = await client.insert(Task("doomed"), tx=conn)
-                await trio.to_thread.run_sync(conn.rollback)
-                kept = await client.insert(Task("kept"), tx=conn)
-                await trio.to_thread.run_sync(conn.commit)
-            finally:
-                await trio.to_thread.run_sync(conn.close)
-            with pytest.raises(JobNotFoundError):
-                await client.jobs.get(doomed.job.id)
-            assert (await client.jobs.get(kept.job.id)).state is JobState.AVAILABLE
-
-    run(main)
-
-
-def test_sqlalchemy_session_commit_and_rollback(client_db_url: str) -> None:
-    import sqlalchemy as sa
-    from sqlalchemy.orm import Session
-
-    if client_db_url.startswith("postgres"):
-        engine = sa.create_engine(client_db_url.replace("postgresql://", "postgresql+psycopg://"))
-    else:
-        import sqlean  # type: ignore[import-untyped]
-
-        engine = sa.create_engine(client_db_url, module=sqlean, connect_args={"check_same_thread": False})
-
-    async def main() -> None:
-        async with Client(client_db_url) as client:
-            ids = {}
-            for outcome in ("rollback", "commit"):
-                with Session(engine) as session:
-                    ids[outcome] = (await client.insert(Task(outcome), tx=session)).job.id
-                    end = session.commit if outcome == "commit" else session.rollback
-                    await trio.to_thread.run_sync(end)
-            page = await client.jobs.list()
-        assert [j.id for j in page.jobs] == [ids["commit"]]
-
-    try:
-        run(main)
-    finally:
-        engine.dispose()
-
-
-def test_transaction_helper_rolls_back_on_error(client_db_url: str) -> None:
-    async def main() -> None:
-        async with Client(client_db_url) as client:
-            with pytest.raises(ZeroDivisionError):
-                async with river_trio.transaction(client) as tx:
-                    await client.insert(Task("gone"), tx=tx)
-                    raise ZeroDivisionError
-            async with river_trio.transaction(client) as tx:
-                kept = await client.insert(Task("kept"), tx=tx)
-            page = await client.jobs.list()
-        assert [j.id for j in page.jobs] == [kept.job.id]
-
-    run(main)
-
-
-# ---------------------------------------------------------------- outcomes
-
-
-def test_outcomes_error_snooze_cancel_discard(client_db_url: str) -> None:
-    async def work(ctx: WorkContext, args: Task) -> Any:
-        ctx.record_output({"name": args.name})
-        match args.name:
-            case "error":
-                raise ValueError("boom")
-            case "snooze":
-                raise JobSnooze(timedelta(hours=1))
-            case "cancel":
-                raise JobCancel("no more")
-            case "discard":
-                return JobDiscard("bad input")
-        return None
-
-    async def main() -> None:
-        client = _client(client_db_url, _workers(work))
-        sub = client.subscribe()
-        async with client:
-            results = await client.insert_many([Task(n) for n in ("error", "snooze", "cancel", "discard")])
-            events = {r.job.args["name"]: await _event_for(sub, r.job.id) for r in results}
-            rows = {r.job.args["name"]: await client.jobs.get(r.job.id) for r in results}
-        assert {k: e.kind for k, e in events.items()} == {
-            "error": EventKind.JOB_FAILED, "snooze": EventKind.JOB_SNOOZED,
-            "cancel": EventKind.JOB_CANCELLED, "discard": EventKind.JOB_FAILED,
-        }
-        # The first retry is ~1 s away, under the scheduler interval: available with a future time.
-        assert rows["error"].state is JobState.AVAILABLE and rows["error"].attempt == 1
-        assert rows["error"].errors[0].error == "ValueError: boom"
-        assert rows["snooze"].state is JobState.SCHEDULED and rows["snooze"].attempt == 0
-        assert rows["cancel"].state is JobState.CANCELLED
-        assert rows["cancel"].errors[0].error.endswith("no more")
-        assert rows["discard"].state is JobState.DISCARDED and rows["discard"].errors[0].error == "bad input"
-        assert rows["error"].metadata["output"] == {"name": "error"}
-
-    run(main)
-
-
-def test_error_handler_and_middleware(client_db_url: str) -> None:
-    calls: list[str] = []
-
-    async def work(args: Task) -> None:
-        raise RuntimeError("fail")
-
-    async def handler(job: JobRow, exc: BaseException) -> bool:
-        calls.append(f"handler {type(exc).__name__}")
-        return True
-
-    async def mw(ctx: WorkContext, args: Any, call_next: Any) -> Any:
-        calls.append("before")
-        try:
-            return await call_next(ctx, args)
-        finally:
-            calls.append("after")
-
-    async def main() -> None:
-        client = _client(client_db_url, _workers(work), error_handler=handler, middleware=[mw])
-        sub = client.subscribe()
-        async with client:
-            inserted = await client.insert(Task("x"))
-            event = await _event_for(sub, inserted.job.id)
-        assert event.kind is EventKind.JOB_CANCELLED
-        assert calls == ["before", "after", "handler RuntimeError"]
-
-    run(main)
+# ---------------------------------------------------------------- async-only APIs
 
 
 def test_resumable_steps_in_an_async_worker(client_db_url: str) -> None:
@@ -394,35 +228,9 @@ def test_sync_worker_timeout_sets_its_token(client_db_url: str) -> None:
     run(main)
 
 
-def test_remote_cancel_interrupts_async_worker(client_db_url: str) -> None:
-    entered = trio.Event()
-    causes: list[CancelCause | None] = []
-
-    async def work(ctx: WorkContext, args: Task) -> None:
-        entered.set()
-        try:
-            await trio.sleep_forever()
-        finally:
-            causes.append(ctx.cancel_cause)
-
-    async def main() -> None:
-        client = _client(client_db_url, _workers(work))
-        sub = client.subscribe()
-        async with client:
-            inserted = await client.insert(Task("x"))
-            with trio.fail_after(WAIT):
-                await entered.wait()
-            await client.jobs.cancel(inserted.job.id)
-            event = await _event_for(sub, inserted.job.id)
-            row = await client.jobs.get(inserted.job.id)
-        assert event.kind is EventKind.JOB_CANCELLED and causes == [CancelCause.REMOTE_CANCEL]
-        assert row.state is JobState.CANCELLED and row.finalized_at is not None
-
-    run(main)
-
-
-@pytest.mark.parametrize("how", ["stop_and_cancel", "soft_stop_timeout", "outer_cancel"])
-def test_hard_stop_interrupts_without_using_an_attempt(client_db_url: str, how: str) -> None:
+def test_outer_cancel_makes_a_hard_stop_without_using_an_attempt(client_db_url: str) -> None:
+    """Cancelling run() from outside interrupts running jobs (stop_and_cancel and the soft stop
+    timeout are in behaviour/test_work.py)."""
     entered = trio.Event()
 
     async def work(ctx: WorkContext, args: Task) -> None:
@@ -437,48 +245,11 @@ def test_hard_stop_interrupts_without_using_an_attempt(client_db_url: str, how: 
             inserted = await client.insert(Task("x"))
             with trio.fail_after(WAIT):
                 await entered.wait()
-            if how == "stop_and_cancel":
-                await client.stop_and_cancel()
-            elif how == "soft_stop_timeout":
-                await client.stop(timeout=0.05)
-            else:
-                nursery.cancel_scope.cancel()
+            nursery.cancel_scope.cancel()
         interrupted = sub.get_nowait().job
         assert interrupted is not None and interrupted.id == inserted.job.id
         row = await _row(client_db_url, inserted.job.id)
         assert (row.state, row.attempt, row.errors) == (JobState.AVAILABLE, 0, ())
-
-    run(main)
-
-
-def test_soft_stop_waits_for_running_jobs(client_db_url: str) -> None:
-    entered, release = trio.Event(), trio.Event()
-    finished: list[str] = []
-
-    async def work(args: Task) -> None:
-        entered.set()
-        await release.wait()
-        finished.append(args.name)
-
-    async def main() -> None:
-        client = _client(client_db_url, _workers(work))
-        async with trio.open_nursery() as nursery:
-            await nursery.start(client.run)
-            inserted = await client.insert(Task("x"))
-            with trio.fail_after(WAIT):
-                await entered.wait()
-            stopped = trio.Event()
-
-            async def stopper() -> None:
-                await client.stop()
-                stopped.set()
-
-            nursery.start_soon(stopper)
-            await trio.testing.wait_all_tasks_blocked()
-            assert not stopped.is_set() and finished == []
-            release.set()
-        assert finished == ["x"]
-        assert (await _row(client_db_url, inserted.job.id)).state is JobState.COMPLETED
 
     run(main)
 
@@ -516,45 +287,6 @@ def test_an_error_in_the_block_cancels_the_client(client_db_url: str) -> None:
     run(main)
 
 
-# ---------------------------------------------------------------- events, admin, queues
-
-
-def test_subscription_bounds_and_closes_on_stop(client_db_url: str) -> None:
-    async def main() -> None:
-        client = _client(client_db_url, _workers(lambda args: None))
-        full = client.subscribe()
-        tiny = client.subscribe(maxsize=1)
-        async with client:
-            a, b = await client.insert(Task("a")), await client.insert(Task("b"))
-            await _event_for(full, a.job.id)
-            await _event_for(full, b.job.id)
-        kept = [event async for event in tiny]
-        assert len(kept) == 1 and tiny.dropped == 1
-
-    run(main)
-
-
-def test_admin_queue_pause_resume_and_runtime_queues(client_db_url: str) -> None:
-    async def main() -> None:
-        client = _client(client_db_url, _workers(lambda args: None))
-        sub = client.subscribe()
-        async with client:
-            await client.queues.pause("default")
-            row = await client.queues.get("default")
-            assert row.paused_at is not None
-            await client.queues.resume("default")
-            client.queues.add("extra", FAST)
-            inserted = await client.insert(Task("x"), InsertOpts(queue="extra"))
-            await _event_for(sub, inserted.job.id, (EventKind.JOB_COMPLETED,))
-            await client.queues.remove("extra")
-            names = [q.name for q in await client.queues.list()]
-            counts = await client.jobs.count_by_state()
-        assert {"default", "extra"} <= set(names)
-        assert counts[JobState.COMPLETED] == 1
-
-    run(main)
-
-
 # ---------------------------------------------------------------- leadership
 
 
@@ -565,38 +297,6 @@ def _leader_settings() -> dict[str, Any]:
         "maintenance": MaintenanceConfig(scheduler_interval=timedelta(milliseconds=100), stagger_start=False,
                                          reindexer=False),
     }
-
-
-def test_leader_runs_the_scheduler_and_periodic_jobs(client_db_url: str) -> None:
-    snoozed: list[str] = []
-    periodic_runs: list[str] = []
-
-    async def work(args: Task) -> None:
-        if args.name == "snooze" and not snoozed:
-            snoozed.append(args.name)
-            raise JobSnooze(timedelta(milliseconds=200))
-        if args.name == "periodic":
-            periodic_runs.append(args.name)
-
-    async def main() -> None:
-        periodic = PeriodicJob(timedelta(hours=1), lambda: Task("periodic"), run_on_start=True, id="p1")
-        client = _client(client_db_url, _workers(work), periodic_jobs=[periodic], **_leader_settings())
-        sub = client.subscribe([EventKind.JOB_COMPLETED])
-        async with client:
-            assert await client.wait_leader(True, WAIT)
-            assert client.is_leader and len(client.periodic_jobs) == 1
-            inserted = await client.insert(Task("snooze"))
-            # Snoozed for 200 ms: only the leader's scheduler makes it available again.
-            await _event_for(sub, inserted.job.id)
-            with trio.fail_after(WAIT):
-                while not periodic_runs:
-                    await sub.get()
-            handle = client.periodic_jobs.add(PeriodicJob(timedelta(hours=1), lambda: Task("never")))
-            assert client.periodic_jobs.remove(handle)
-        assert snoozed == ["snooze"] and periodic_runs == ["periodic"]
-        assert not client.is_leader
-
-    run(main)
 
 
 def test_leadership_and_periodic_jobs_in_virtual_time(client_db_url: str) -> None:
