@@ -64,10 +64,11 @@ def test_cancel_running_job_in_this_client(h: Harness, client_db_url: str) -> No
     with client:
         job_id = client.insert(Task("x")).job.id
         assert entered.wait(WAIT)
-        row = client.jobs.cancel(job_id)
-        assert row.state is JobState.RUNNING
+        # Before the cancel: once cancelled, the run ends (and the row may be final) at any moment.
         with pytest.raises(JobRunningError):
             client.jobs.delete(job_id)
+        row = client.jobs.cancel(job_id)
+        assert row.state is JobState.RUNNING
         event = wait_for(sub, job_id)
     assert event.job.state is JobState.CANCELLED and event.job.finalized_at is not None
     assert causes == [CancelCause.REMOTE_CANCEL]
