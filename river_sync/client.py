@@ -21,10 +21,12 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import queue as stdqueue
 import random
 import socket
 import threading
 import traceback
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -83,7 +85,7 @@ class ClientStats:
     stuck_now: int = 0  # of those, still running now
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, weakref_slot=True)
 class _Run:
     queue: str
     plan: JobPlan
@@ -133,6 +135,13 @@ def _election_config(value: bool | LeaderElectionConfig) -> LeaderElectionConfig
 # ---------------------------------------------------------------- watchdog
 
 
+def _call_alive(ref: Any, action: Callable[[Any], None]) -> None:
+    """Run ``action`` on a run still alive: a finished run must not wait in the heap for its deadline."""
+    run = ref()
+    if run is not None:
+        action(run)
+
+
 class _Watchdog:
     """One thread firing per-run deadlines (job timeout, then the stuck warning)."""
 
@@ -148,8 +157,10 @@ class _Watchdog:
 
     def at(self, when: datetime, action: Callable[[], None]) -> None:
         with self._cond:
+            earliest = not self._heap or when < self._heap[0][0]
             heapq.heappush(self._heap, (when, next(self._seq), action))
-            self._cond.notify()
+            if earliest:  # a later deadline can't change how long the thread sleeps
+                self._cond.notify()
 
     def stop(self) -> None:
         with self._cond:
@@ -173,6 +184,57 @@ class _Watchdog:
                 action()
             except Exception:
                 log.exception("river-watchdog: a deadline action failed")
+
+
+# ---------------------------------------------------------------- job threads
+
+
+class _JobThreads:
+    """Long-lived job threads: a run goes to an idle thread; a new one starts only when none is idle.
+
+    Starting a thread costs the caller a wait until the new thread runs (``Thread.start``
+    blocks on it), which under load is most of the producer's time; reusing threads
+    takes that off the claim path. Threads stay until ``stop()``.
+    """
+
+    def __init__(self, work: Callable[[Any], None]) -> None:
+        self._work = work
+        self._jobs: stdqueue.SimpleQueue[Any] = stdqueue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self._count = 0
+
+    def submit(self, run: Any) -> None:
+        with self._lock:
+            spawn = self._idle == 0
+            if spawn:
+                self._count += 1
+                name = f"river-job-thread-{self._count}"
+            else:
+                self._idle -= 1
+        self._jobs.put(run)
+        if spawn:
+            threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            run = self._jobs.get()
+            if run is None:
+                return
+            run.thread = threading.current_thread()
+            try:
+                self._work(run)
+            finally:
+                del run
+                with self._lock:
+                    self._idle += 1
+
+    def stop(self) -> None:
+        """One sentinel per thread: idle threads exit now, a still-busy one when it returns."""
+        with self._lock:
+            count = self._count
+        for _ in range(count):
+            self._jobs.put(None)
 
 
 # ---------------------------------------------------------------- the client
@@ -256,6 +318,7 @@ class Client:
         self._notifier: NotifierProtocol | None = None
         self._notify_subs: list[NotifySubscription] = []
         self._watchdog: _Watchdog | None = None
+        self._job_threads = _JobThreads(self._work)
         self._state = "new"  # new -> started -> stopping -> stopped
         self._hard_stop = False
         self._stopped = threading.Event()
@@ -470,6 +533,7 @@ class Client:
             self._completer.join()
         if self._watchdog is not None:
             self._watchdog.stop()
+        self._job_threads.stop()
         if self._owns_db:
             self._db.close()
         with self._lock:
@@ -544,9 +608,9 @@ class Client:
             self._finish_run(run, plan.immediate, metadata={})
             return
         if plan.timeout is not None and self._watchdog is not None:
-            self._watchdog.at(run.started_at + plan.timeout, lambda: self._on_timeout(run))
-        run.thread = threading.Thread(target=self._work, args=(run,), name=f"river-job-{job.id}", daemon=True)
-        run.thread.start()
+            ref = weakref.ref(run)
+            self._watchdog.at(run.started_at + plan.timeout, lambda: _call_alive(ref, self._on_timeout))
+        self._job_threads.submit(run)
 
     def _on_timeout(self, run: _Run) -> None:
         with self._lock:
