@@ -195,6 +195,9 @@ class ClientConfig:
     leader_election: LeaderElectionConfig | None = field(default_factory=LeaderElectionConfig)
     fetch_only_known_kinds: bool = False
     tag_filter: TagFilter | None = None
+    # Write completions as soon as the completer is idle (group commit) instead of Go's
+    # 50 ms tick batching; rows are identical, latency at low load drops from ~250 ms.
+    group_commit: bool = True
 
     def __post_init__(self) -> None:
         if not self.client_id or len(self.client_id) > CLIENT_ID_MAX_LEN:
@@ -402,7 +405,7 @@ class ClientCore:
         )
 
     def make_completer(self) -> Completer:
-        return Completer(self._rng)
+        return Completer(self._rng, flush_when_idle=self.config.group_commit)
 
     # -- leadership and leader-only machines -------------------------------
 

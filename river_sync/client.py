@@ -278,6 +278,7 @@ class Client:
         fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
         skip_unknown_job_check: bool = False,
         tag_filter: TagFilter | None = None,
+        group_commit: bool = True,
     ) -> None:
         self._db, self._owns_db = _open_database(database, schema)
         try:
@@ -293,6 +294,7 @@ class Client:
                 skip_unknown_job_check=skip_unknown_job_check,
                 fetch_only_known_kinds=fetch_only_known_kinds,
                 tag_filter=tag_filter,
+                group_commit=group_commit,
                 maintenance=maintenance or MaintenanceConfig(),
                 leader_election=_election_config(leader_election),
             )

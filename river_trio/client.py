@@ -230,6 +230,7 @@ class Client:
         fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
         skip_unknown_job_check: bool = False,
         tag_filter: TagFilter | None = None,
+        group_commit: bool = True,
     ) -> None:
         from datetime import UTC, datetime
 
@@ -250,6 +251,7 @@ class Client:
             skip_unknown_job_check=skip_unknown_job_check,
             fetch_only_known_kinds=fetch_only_known_kinds,
             tag_filter=tag_filter,
+            group_commit=group_commit,
             maintenance=maintenance or MaintenanceConfig(),
             leader_election=_election_config(leader_election),
         )

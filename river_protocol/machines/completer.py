@@ -120,7 +120,12 @@ class Completer(Machine):
         sub_batch_max: int = COMPLETER_SUB_BATCH_MAX,
         backpressure_high: int = COMPLETER_BACKPRESSURE_HIGH,
         backpressure_low: int = COMPLETER_BACKPRESSURE_LOW,
+        flush_when_idle: bool = False,
     ) -> None:
+        """``flush_when_idle`` turns Go's timed batching into group commit: a request is sent
+        as soon as no statement is in flight, and requests arriving meanwhile form the next
+        batch. Rows end up exactly the same; only when they are written changes (low latency
+        at low load, batches as large as the load makes them at high load)."""
         super().__init__()
         self.state: CompleterState = _S.RUNNING
         self._rng = rng
@@ -137,6 +142,7 @@ class Completer(Machine):
         self._missing: list[Submit] = []
         self._dropped: list[Dropped] = []
         self._stopped_now = False
+        self._flush_when_idle = flush_when_idle
 
     # ---------------------------------------------------------------- views
 
@@ -179,7 +185,7 @@ class Completer(Machine):
             self._tick_started = True
             self._timers["tick"] = now
         self._update_backpressure()
-        if len(self._pending) >= COMPLETER_BACKLOG_SIGNAL and self._idle():
+        if self._idle() and (self._flush_when_idle or len(self._pending) >= COMPLETER_BACKLOG_SIGNAL):
             self._start_flush(now)
 
     def _on_tick(self, event: Tick, now: datetime) -> None:
@@ -262,9 +268,10 @@ class Completer(Machine):
             self._current = self._flush_queue.pop(0)
             self._send_current()
             return
-        if self._current is None and (
-            len(self._pending) >= COMPLETER_FLUSH_THRESHOLD
-            or (self.state is _S.STOPPING and self._pending)
+        if self._current is None and self._pending and (
+            self._flush_when_idle
+            or len(self._pending) >= COMPLETER_FLUSH_THRESHOLD
+            or self.state is _S.STOPPING
         ):
             self._start_flush(now)
             return

@@ -168,7 +168,13 @@ class WorkerProcess:
             lines.put(line.rstrip("\n"))
 
     def expect(self, text: str, stream: str = "out") -> str:
-        """The first new line of ``stream`` containing ``text``."""
+        """A line of ``stream`` containing ``text``: one already seen, or the first new one.
+
+        Jobs finish in any order, so a line read while waiting for another one counts too.
+        """
+        for line in self.seen[stream]:
+            if text in line:
+                return line
         while True:
             try:
                 line = self.lines[stream].get(timeout=WAIT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
@@ -15,7 +15,7 @@ import pytest
 
 from river_protocol.intents import CountJobs, GetJob
 from river_protocol.job import JobRow
-from river_sync import Client, Database, EventKind, QueueConfig, Subscription
+from river_sync import Client, Database, EventKind, QueueConfig
 from river_sync.migrator import Migrator
 from tests.conftest import create_scratch_pg_database, drop_scratch_pg_database
 
@@ -50,12 +50,21 @@ def job(client: Client, job_id: int) -> JobRow:
     return row
 
 
-def wait_for(sub: Subscription, job_id: int, kinds: tuple[EventKind, ...] | None = None) -> Any:
+def wait_for(sub: Any, job_id: int, kinds: tuple[EventKind, ...] | None = None) -> Any:
     """The first event about ``job_id`` (of ``kinds``); fails after WAIT seconds."""
     while True:
         event = sub.get(timeout=WAIT)
         if event.job is not None and event.job.id == job_id and (kinds is None or event.kind in kinds):
             return event
+
+
+def wait_for_all(sub: Any, job_ids: Iterable[int], kinds: tuple[EventKind, ...] | None = None) -> None:
+    """Events about every one of ``job_ids``, in whatever order they come; fails after WAIT s of silence."""
+    missing = set(job_ids)
+    while missing:
+        event = sub.get(timeout=WAIT)
+        if event.job is not None and (kinds is None or event.kind in kinds):
+            missing.discard(event.job.id)
 
 
 def raw_first_error(client: Client, job_id: int) -> dict[str, Any]:

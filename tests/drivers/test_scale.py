@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import psycopg
 import pytest
-from test_client_support import WAIT, wait_for  # type: ignore[import-not-found]
+from test_client_support import WAIT, wait_for, wait_for_all  # type: ignore[import-not-found]
 
 from river_protocol.intents import CountJobs
 from river_sync import Client, Database, EventKind, InsertOpts, QueueConfig, UniqueOpts, WorkContext, Workers
@@ -308,9 +308,7 @@ def test_job_never_starts_while_its_insert_transaction_is_open(pg_db_url: str, v
                     conn.commit()
                 else:
                     conn.rollback()
-            for biz_id, _conn, job in open_txs:
-                if biz_id in committed:
-                    wait_for(world.events, job.id)
+            wait_for_all(world.events, [job.id for biz_id, _c, job in open_txs if biz_id in committed])
             world.probe_rounds(3)
         finally:
             for _biz_id, conn, _job in open_txs:

@@ -84,6 +84,18 @@ async def _event_for(
     raise AssertionError("subscription closed before the event")
 
 
+async def _events_for_all(sub: river_trio.Subscription, job_ids: list[int], within: float = WAIT) -> None:
+    """Events about every one of ``job_ids``, in whatever order they come."""
+    missing = set(job_ids)
+    with trio.fail_after(within):
+        async for event in sub:
+            if event.job is not None:
+                missing.discard(event.job.id)
+            if not missing:
+                return
+    raise AssertionError(f"subscription closed before events for {sorted(missing)}")
+
+
 # ---------------------------------------------------------------- runtime, insert, work
 
 
@@ -116,8 +128,7 @@ def test_nursery_start_run_and_insert_many(client_db_url: str) -> None:
             items = [Task("a"), InsertManyParams(Other(7), InsertOpts(priority=2))]
             results = await client.insert_many(items)
             assert [r.job.kind for r in results] == ["task", "other"]
-            for r in results:
-                await _event_for(sub, r.job.id)
+            await _events_for_all(sub, [r.job.id for r in results])
             await client.stop()
         assert sorted(done) == ["7", "a"]
         with pytest.raises(RiverError, match="cannot start"):

@@ -7,13 +7,18 @@ from typing import Any
 
 from harness import Harness  # type: ignore[import-not-found]
 from leader_support import FAST_ELECTION, fast_maintenance  # type: ignore[import-not-found]
-from test_client_support import FAST, WAIT  # type: ignore[import-not-found]
+from test_client_support import (  # type: ignore[import-not-found]
+    FAST,
+    WAIT,
+    wait_for,
+    wait_for_all,
+)
 
 from river_protocol.intents import GetJob
 from river_protocol.job import JobRow
 from river_sync import Database, EventKind
 
-__all__ = ["FAST", "WAIT", "fast_client", "leader_client", "row", "wait_for"]
+__all__ = ["FAST", "WAIT", "fast_client", "leader_client", "row", "wait_for", "wait_for_all"]
 
 
 def fast_client(h: Harness, url: str, workers: Any, **kwargs: Any) -> Any:
@@ -34,14 +39,6 @@ def row(url: str, job_id: int) -> JobRow:
         value = db.run(GetJob(job_id), readonly=True)
     assert isinstance(value, JobRow)
     return value
-
-
-def wait_for(sub: Any, job_id: int, kinds: tuple[EventKind, ...] | None = None) -> Any:
-    """The first event about ``job_id`` (of ``kinds``); fails after WAIT seconds."""
-    while True:
-        event = sub.get(timeout=WAIT)
-        if event.job is not None and event.job.id == job_id and (kinds is None or event.kind in kinds):
-            return event
 
 
 def next_of(sub: Any, kind: EventKind) -> Any:

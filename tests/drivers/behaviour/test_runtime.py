@@ -12,7 +12,7 @@ import pytest
 from harness import WAIT, Harness  # type: ignore[import-not-found]
 from test_client_support import FAST, Gate, Other, Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, wait_for
+from behaviour.support import fast_client, wait_for, wait_for_all
 from river_protocol.errors import RiverError
 from river_protocol.machines.notifications import quoted_channel
 from river_protocol.workers import Workers
@@ -122,8 +122,7 @@ def test_insert_many_mixed_kinds_all_worked(h: Harness, client_db_url: str) -> N
     with client:
         items = [Task("a"), Other(2), InsertManyParams(Other(3), InsertOpts(priority=2))]
         results = client.insert_many(items)
-        for r in results:
-            wait_for(sub, r.job.id)
+        wait_for_all(sub, [r.job.id for r in results])
     assert [r.job.kind for r in results] == ["task", "other", "other"]
     assert sorted(str(a) for _, a in seen) == sorted(str(a) for a in (Task("a"), Other(2), Other(3)))
 
