@@ -27,7 +27,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from river_protocol.dialects.base import Dialect
@@ -35,8 +35,30 @@ from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import Intent
+from river_sync.connections import (
+    DEFAULT_ACQUIRE_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_POOL_SIZE,
+    DEFAULT_SQLITE_READERS,
+    NO_LISTEN_ON_SQLITE,
+    check_pool_size,
+    connect_dedicated,
+    dialect_for,
+    engine_connect_args,
+    open_sqlite,
+    pg_is_broken,
+    pg_restore,
+    pg_to_autocommit,
+    pool_connect_args,
+    sqlalchemy_kind,
+    sqlite_path_from_url,
+    sqlite_reader_count,
+    sqlite_reset,
+    sqlite_to_explicit,
+    strip_driver,
+    url_kind,
+)
 from river_sync.executor import Executor
-from river_sync.sqlite_compat import MIN_VERSION, connect_sqlite
 
 if TYPE_CHECKING:
     import psycopg
@@ -44,14 +66,6 @@ if TYPE_CHECKING:
     import sqlalchemy
 
 log = logging.getLogger(__name__)
-
-DEFAULT_POOL_SIZE = 10
-DEFAULT_SQLITE_READERS = 4
-DEFAULT_ACQUIRE_TIMEOUT = 30.0
-DEFAULT_CONNECT_TIMEOUT = 10.0
-
-_MIN_VERSION_TEXT = ".".join(map(str, MIN_VERSION))
-
 
 class _Backend(Protocol):
     def acquire(self, readonly: bool) -> AbstractContextManager[Any]: ...
@@ -61,71 +75,7 @@ class _Backend(Protocol):
     def close(self) -> None: ...
 
 
-# ---------------------------------------------------------------- postgres helpers
-
-
-def _pg_status(conn: Any) -> Any:
-    from psycopg.pq import TransactionStatus
-
-    return TransactionStatus(conn.pgconn.transaction_status)
-
-
-def _pg_is_broken(conn: Any) -> bool:
-    from psycopg.pq import TransactionStatus
-
-    return bool(conn.closed) or bool(getattr(conn, "broken", False)) or (
-        _pg_status(conn) in (TransactionStatus.UNKNOWN, TransactionStatus.ACTIVE)
-    )
-
-
-def _pg_to_autocommit(conn: Any) -> bool:
-    """Put a borrowed connection in autocommit mode; returns the mode to restore."""
-    from psycopg.pq import TransactionStatus
-
-    previous = bool(conn.autocommit)
-    if _pg_status(conn) != TransactionStatus.IDLE:
-        conn.rollback()
-    if not previous:
-        conn.autocommit = True
-    return previous
-
-
-def _pg_restore(conn: Any, autocommit: bool) -> None:
-    """Leave the connection idle with its original mode; errors mean the owner must discard it."""
-    from psycopg.pq import TransactionStatus
-
-    if _pg_is_broken(conn):
-        return
-    if _pg_status(conn) != TransactionStatus.IDLE:
-        log.warning("rolling back a transaction left open on a returned connection")
-        conn.rollback()
-    if conn.autocommit != autocommit:
-        conn.autocommit = autocommit
-
-
-# A long-lived listener must notice a silently dead peer (its ping would otherwise block
-# until the OS gives up on the TCP connection, many minutes later).
-_DEDICATED_DEFAULTS = {
-    "connect_timeout": int(DEFAULT_CONNECT_TIMEOUT),
-    "keepalives": 1,
-    "keepalives_idle": 30,
-    "keepalives_interval": 10,
-    "keepalives_count": 3,
-}
-
-
-def connect_dedicated(conninfo: str, kwargs: dict[str, Any] | None = None) -> psycopg.Connection[Any]:
-    """A new autocommit psycopg connection for long-lived use (LISTEN); settings in
-    ``conninfo``/``kwargs`` win over our connect-timeout and keepalive defaults."""
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    scheme, sep, rest = conninfo.partition("://")
-    if sep:
-        conninfo = scheme.split("+", 1)[0] + sep + rest
-    given = {**conninfo_to_dict(conninfo), **(kwargs or {})}
-    params = {k: v for k, v in _DEDICATED_DEFAULTS.items() if k not in given}
-    return psycopg.connect(conninfo, **{**params, **(kwargs or {}), "autocommit": True})
+# ---------------------------------------------------------------- postgres
 
 
 class _PgPoolBackend:
@@ -139,21 +89,18 @@ class _PgPoolBackend:
         # The pool itself rolls back a returned transaction and replaces broken
         # connections; we only need to undo our autocommit switch first.
         with self.pool.connection(timeout=self.timeout) as conn:
-            previous = _pg_to_autocommit(conn)
+            previous = pg_to_autocommit(conn)
             try:
                 yield conn
             finally:
                 try:
-                    _pg_restore(conn, previous)
+                    pg_restore(conn, previous)
                 except Exception:
                     log.warning("discarding a connection that could not be reset", exc_info=True)
                     conn.close()
 
     def connect_dedicated(self) -> Any:
-        # Newer pools accept callables that compute connection parameters per connect.
-        conninfo = self.pool.conninfo() if callable(self.pool.conninfo) else self.pool.conninfo
-        kwargs = self.pool.kwargs() if callable(self.pool.kwargs) else self.pool.kwargs
-        return connect_dedicated(str(conninfo), dict(kwargs or {}))
+        return connect_dedicated(*pool_connect_args(self.pool))
 
     def close(self) -> None:
         if self.owned:
@@ -163,26 +110,6 @@ class _PgPoolBackend:
 # ---------------------------------------------------------------- sqlite
 
 
-def _sqlite_version(conn: Any) -> tuple[int, ...]:
-    cur = conn.cursor()
-    try:
-        cur.execute("SELECT sqlite_version()")
-        text = cur.fetchone()[0]
-    finally:
-        cur.close()
-    return tuple(int(part) for part in str(text).split("."))
-
-
-def check_sqlite_version(conn: Any, *, hint: str) -> None:
-    """Refuse a SQLite connection too old for River's schema (JSONB needs >= 3.45)."""
-    version = _sqlite_version(conn)
-    if version < MIN_VERSION:
-        found = ".".join(map(str, version))
-        raise ValidationError(
-            f"SQLite {found} is too old: River's schema needs SQLite >= {_MIN_VERSION_TEXT} (JSONB). {hint}"
-        )
-
-
 class _SQLiteBackend:
     """One writer connection behind a lock, plus lazily opened read-only connections."""
 
@@ -190,9 +117,7 @@ class _SQLiteBackend:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self.timeout = timeout
-        memory = path in ("", ":memory:") or path.startswith("file::memory:")
-        # A private in-memory database exists only on its one connection.
-        self.max_readers = 0 if memory else max(0, readers)
+        self.max_readers = sqlite_reader_count(path, readers)
         self._writer: Any | None = self._open(readonly=False)
         self._writer_lock = threading.Lock()
         self._writer_owner: int | None = None
@@ -203,29 +128,7 @@ class _SQLiteBackend:
         self._closed = False
 
     def _open(self, *, readonly: bool) -> Any:
-        conn = connect_sqlite(self.path, busy_timeout_ms=self.busy_timeout_ms)
-        try:
-            check_sqlite_version(conn, hint="Install sqlean-py.")
-            if readonly:
-                conn.execute("PRAGMA query_only = ON")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    @staticmethod
-    def _reset(conn: Any) -> bool:
-        """Roll back a leftover transaction; False when the connection is unusable."""
-        try:
-            if conn.in_transaction:
-                log.warning("rolling back a transaction left open on a returned SQLite connection")
-                conn.rollback()
-            return True
-        except Exception:
-            log.warning("discarding a SQLite connection that could not be reset", exc_info=True)
-            with suppress(Exception):
-                conn.close()
-            return False
+        return open_sqlite(self.path, busy_timeout_ms=self.busy_timeout_ms, readonly=readonly)
 
     @contextmanager
     def acquire(self, readonly: bool) -> Iterator[Any]:
@@ -257,7 +160,7 @@ class _SQLiteBackend:
             try:
                 yield conn
             finally:
-                if not self._reset(conn):
+                if not sqlite_reset(conn):
                     self._writer = None
         finally:
             self._writer_owner = None
@@ -269,7 +172,7 @@ class _SQLiteBackend:
         try:
             yield conn
         finally:
-            healthy = self._reset(conn)
+            healthy = sqlite_reset(conn)
             with self._readers_lock:
                 if healthy and not self._closed:
                     self._idle_readers.put(conn)
@@ -310,7 +213,7 @@ class _SQLiteBackend:
             ) from None
 
     def connect_dedicated(self) -> Any:
-        raise ValidationError("SQLite has no LISTEN/NOTIFY connection; use the outbox notifier")
+        raise ValidationError(NO_LISTEN_ON_SQLITE)
 
     def close(self) -> None:
         with self._readers_lock:
@@ -362,13 +265,13 @@ class _SQLAlchemyBackend:
 
     @contextmanager
     def _pg_mode(self, proxy: Any, conn: Any) -> Iterator[None]:
-        previous = _pg_to_autocommit(conn)
+        previous = pg_to_autocommit(conn)
         try:
             yield
         finally:
             try:
-                _pg_restore(conn, previous)
-                broken = _pg_is_broken(conn)
+                pg_restore(conn, previous)
+                broken = pg_is_broken(conn)
             except Exception:
                 log.warning("invalidating a connection that could not be reset", exc_info=True)
                 broken = True
@@ -377,79 +280,20 @@ class _SQLAlchemyBackend:
 
     @contextmanager
     def _sqlite_mode(self, proxy: Any, conn: Any) -> Iterator[None]:
-        # The DB-API's implicit BEGIN before DML would leave "autocommit" statements
-        # inside a transaction nobody commits; explicit transactions only.
-        previous = conn.isolation_level
-        if conn.in_transaction:
-            conn.rollback()
-        conn.isolation_level = None
+        previous = sqlite_to_explicit(conn)
         try:
             yield
         finally:
-            if _SQLiteBackend._reset(conn):
+            if sqlite_reset(conn):
                 conn.isolation_level = previous
             else:
                 proxy.invalidate()
 
     def connect_dedicated(self) -> Any:
-        if self.kind != "postgres":
-            raise ValidationError("SQLite has no LISTEN/NOTIFY connection; use the outbox notifier")
-        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
-        params = {k: v for k, v in cparams.items() if k != "context"}
-        conninfo = str(cargs[0]) if cargs else ""
-        return connect_dedicated(conninfo, params)
+        return connect_dedicated(*engine_connect_args(self.engine, self.kind))
 
     def close(self) -> None:
         pass
-
-
-def sqlalchemy_kind(engine_or_dialect: Any) -> str:
-    """'postgres' or 'sqlite' for a SQLAlchemy engine/dialect we can drive, else ValidationError."""
-    dialect = getattr(engine_or_dialect, "dialect", engine_or_dialect)
-    if dialect.name == "postgresql":
-        if dialect.driver != "psycopg":
-            raise ValidationError(
-                f"SQLAlchemy driver {dialect.driver!r} is not supported for Postgres: use psycopg 3 "
-                "(URL scheme postgresql+psycopg://)"
-            )
-        return "postgres"
-    if dialect.name == "sqlite":
-        if dialect.driver != "pysqlite":
-            raise ValidationError(
-                f"SQLAlchemy SQLite driver {dialect.driver!r} is not supported: use pysqlite (sqlite://) "
-                "with a module providing SQLite >= 3.45, e.g. create_engine(url, module=sqlean)"
-            )
-        version = tuple(getattr(dialect.dbapi, "sqlite_version_info", (0,)))
-        if version < MIN_VERSION:
-            found = ".".join(map(str, version))
-            raise ValidationError(
-                f"the engine's SQLite module provides SQLite {found}, but River's schema needs "
-                f">= {_MIN_VERSION_TEXT} (JSONB). Configure the engine with a newer module, e.g. "
-                "`import sqlean; create_engine('sqlite:///path.db', module=sqlean)`"
-            )
-        return "sqlite"
-    raise ValidationError(
-        f"unsupported SQLAlchemy dialect {dialect.name!r}: use postgresql+psycopg or sqlite"
-    )
-
-
-# ---------------------------------------------------------------- urls
-
-
-def sqlite_path_from_url(url: str) -> str:
-    """Go River's CLI convention: ``sqlite://rel.db`` is relative, ``sqlite:///abs.db`` absolute;
-    ``sqlite://`` and ``sqlite://:memory:`` are an in-memory database."""
-    rest = url.split("://", 1)[1] if "://" in url else url.split(":", 1)[1]
-    if rest in ("", ":memory:"):
-        return ":memory:"
-    from river_sync.db import sqlite_path
-
-    return sqlite_path(url)
-
-
-def _strip_driver(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    return scheme.split("+", 1)[0] + sep + rest
 
 
 # ---------------------------------------------------------------- public handle
@@ -482,18 +326,16 @@ class Database:
         reader connections (SQLite always has exactly one writer). ``configure`` runs
         on each new Postgres connection (e.g. to set session parameters).
         """
-        scheme = url.partition("://")[0].split("+", 1)[0].lower() if "://" in url else url.split(":")[0]
-        if scheme in ("postgres", "postgresql"):
-            if pool_size < 1:
-                raise ValidationError(f"pool_size must be at least 1, got {pool_size}")
+        if url_kind(url) == "postgres":
+            check_pool_size(pool_size)
             import psycopg
             from psycopg_pool import ConnectionPool
 
             # The pool only logs why it cannot connect and then times out; one direct
             # connection first surfaces the real error (bad host, auth, database...).
-            psycopg.connect(_strip_driver(url), connect_timeout=max(1, int(connect_timeout))).close()
+            psycopg.connect(strip_driver(url), connect_timeout=max(1, int(connect_timeout))).close()
             pool: ConnectionPool[Any] = ConnectionPool(
-                _strip_driver(url),
+                strip_driver(url),
                 min_size=1,
                 max_size=pool_size,
                 kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
@@ -508,12 +350,8 @@ class Database:
                 pool.close()
                 raise
             return cls(_PgPoolBackend(pool, owned=True, timeout=timeout), PostgresDialect(schema))
-        if scheme == "sqlite":
-            return cls.from_sqlite_path(sqlite_path_from_url(url), schema=schema, readers=pool_size,
-                                        timeout=timeout)
-        raise ValidationError(
-            f"unsupported database URL {url.split('://')[0]!r}://...: use postgres://, postgresql:// or sqlite://"
-        )
+        return cls.from_sqlite_path(sqlite_path_from_url(url), schema=schema, readers=pool_size,
+                                    timeout=timeout)
 
     @classmethod
     def from_pool(
@@ -531,8 +369,7 @@ class Database:
     def from_sqlalchemy_engine(cls, engine: sqlalchemy.Engine, *, schema: str | None = None) -> Database:
         """Borrow raw DB-API connections from ``engine`` (left undisposed by ``close()``)."""
         kind = sqlalchemy_kind(engine)
-        dialect: Dialect = PostgresDialect(schema) if kind == "postgres" else SQLiteDialect(schema)
-        return cls(_SQLAlchemyBackend(engine, kind), dialect)
+        return cls(_SQLAlchemyBackend(engine, kind), dialect_for(kind, schema))
 
     @classmethod
     def from_sqlite_path(

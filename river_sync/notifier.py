@@ -426,7 +426,7 @@ class Notifier(_Hub):
 
 
 def _connect_url(url: str, timeout: float) -> psycopg.Connection[Any]:
-    from river_sync.database import connect_dedicated
+    from river_sync.connections import connect_dedicated
 
     return connect_dedicated(url, {"connect_timeout": max(1, int(timeout))})
 

@@ -15,17 +15,21 @@
 Requests run directly inside the caller's transaction, without savepoints: when
 one fails, the transaction is in an unknown state (on Postgres it is aborted)
 and the caller must roll it back. Nothing here commits or rolls back.
+
+``resolve_caller_tx`` (detection and validation, no waiting) is shared with
+``river_trio.txadapt``, which calls it from a worker thread.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from river_protocol.dialects.base import Dialect
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import ValidationError
-from river_sync.database import check_sqlite_version, sqlalchemy_kind
+from river_sync.connections import check_sqlite_version, sqlalchemy_kind
 from river_sync.executor import Executor
 
 _SQLITE_HINT = (
@@ -37,13 +41,31 @@ _SQLITE_HINT = (
 
 def executor_for_caller_tx(tx: Any, *, schema: str | None = None) -> Executor:
     """An executor whose statements run in ``tx``'s open transaction (``in_caller_tx=True``)."""
-    sa_conn = _sqlalchemy_connection(tx)
+    conn, dialect = resolve_caller_tx(tx, schema)
+    return Executor(conn, dialect, in_caller_tx=True)
+
+
+def resolve_caller_tx(
+    tx: Any, schema: str | None, *, check_sqlite: Callable[..., Any] | None = None
+) -> tuple[Any, Dialect]:
+    """The validated DB-API connection inside ``tx`` and its dialect (may begin the
+    caller's transaction). ``check_sqlite(conn, sqlalchemy_owned=...)`` replaces
+    ``checked_sqlite`` for a driver with extra needs."""
+    check = check_sqlite or checked_sqlite
+    sa_conn = sqlalchemy_connection(tx)
     if sa_conn is not None:
-        return _from_sqlalchemy(sa_conn, schema)
+        kind = sqlalchemy_kind(sa_conn.engine)
+        if not sa_conn.in_transaction():
+            # Same as SQLAlchemy 2.0's autobegin on first execute: the caller commits it.
+            sa_conn.begin()
+        driver_conn = sa_conn.connection.driver_connection
+        if kind == "postgres":
+            return checked_psycopg(driver_conn), PostgresDialect(schema)
+        return check(driver_conn, sqlalchemy_owned=True), SQLiteDialect(schema)
     if _is_psycopg(tx):
-        return Executor(_checked_psycopg(tx), PostgresDialect(schema), in_caller_tx=True)
-    if _is_sqlite(tx):
-        return Executor(_checked_sqlite(tx, sqlalchemy_owned=False), SQLiteDialect(schema), in_caller_tx=True)
+        return checked_psycopg(tx), PostgresDialect(schema)
+    if is_sqlite(tx):
+        return check(tx, sqlalchemy_owned=False), SQLiteDialect(schema)
     raise ValidationError(
         f"cannot run inside a transaction of type {type(tx).__module__}.{type(tx).__qualname__}: pass a "
         "psycopg Connection, a SQLAlchemy Connection or Session, or a sqlite3/sqlean connection"
@@ -63,7 +85,7 @@ def _is_psycopg(obj: Any) -> bool:
     return isinstance(obj, psycopg.Connection)
 
 
-def _is_sqlite(obj: Any) -> bool:
+def is_sqlite(obj: Any) -> bool:
     import sqlite3
 
     if isinstance(obj, sqlite3.Connection):
@@ -75,7 +97,7 @@ def _is_sqlite(obj: Any) -> bool:
     return isinstance(obj, sqlean.Connection)
 
 
-def _sqlalchemy_connection(obj: Any) -> Any | None:
+def sqlalchemy_connection(obj: Any) -> Any | None:
     """The SQLAlchemy Connection behind ``obj`` (a Session's current one), or None."""
     module = type(obj).__module__
     if not module.startswith("sqlalchemy"):
@@ -100,26 +122,10 @@ def _sqlalchemy_connection(obj: Any) -> Any | None:
     )
 
 
-# ---------------------------------------------------------------- adapters
+# ---------------------------------------------------------------- checks
 
 
-def _from_sqlalchemy(sa_conn: Any, schema: str | None) -> Executor:
-    kind = sqlalchemy_kind(sa_conn.engine)
-    if not sa_conn.in_transaction():
-        # Same as SQLAlchemy 2.0's autobegin on first execute: the caller commits it.
-        sa_conn.begin()
-    driver_conn = sa_conn.connection.driver_connection
-    dialect: Dialect
-    if kind == "postgres":
-        dialect = PostgresDialect(schema)
-        conn = _checked_psycopg(driver_conn)
-    else:
-        dialect = SQLiteDialect(schema)
-        conn = _checked_sqlite(driver_conn, sqlalchemy_owned=True)
-    return Executor(conn, dialect, in_caller_tx=True)
-
-
-def _checked_psycopg(conn: Any) -> Any:
+def checked_psycopg(conn: Any) -> Any:
     from psycopg.pq import TransactionStatus
 
     if conn.closed:
@@ -137,7 +143,7 @@ def _checked_psycopg(conn: Any) -> Any:
     return conn
 
 
-def _checked_sqlite(conn: Any, *, sqlalchemy_owned: bool) -> Any:
+def checked_sqlite(conn: Any, *, sqlalchemy_owned: bool) -> Any:
     check_sqlite_version(conn, hint=_SQLITE_HINT)
     if conn.in_transaction:
         return conn

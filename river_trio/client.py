@@ -76,7 +76,7 @@ from river_protocol.retry import RetryPolicy
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry, Workers
 from river_sync.client import ClientStats
-from river_sync.database import sqlalchemy_kind
+from river_sync.connections import sqlalchemy_kind
 from river_trio.admin import JobsAPI, QueuesAPI
 from river_trio.context import CancellationToken, WorkContext
 from river_trio.database import AsyncDatabase

@@ -34,21 +34,30 @@ from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import Intent
-from river_sync.database import (
+from river_sync.connections import (
     DEFAULT_ACQUIRE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_POOL_SIZE,
     DEFAULT_SQLITE_READERS,
-    _pg_is_broken,
-    _pg_restore,
-    _pg_to_autocommit,
-    _strip_driver,
-    check_sqlite_version,
+    NO_LISTEN_ON_SQLITE,
+    check_pool_size,
     connect_dedicated,
+    dialect_for,
+    engine_connect_args,
+    open_sqlite,
+    pg_in_transaction,
+    pg_is_broken,
+    pg_restore,
+    pg_to_autocommit,
+    pool_connect_args,
     sqlalchemy_kind,
     sqlite_path_from_url,
+    sqlite_reader_count,
+    sqlite_reset,
+    sqlite_to_explicit,
+    strip_driver,
+    url_kind,
 )
-from river_sync.sqlite_compat import connect_sqlite
 from river_trio.executor import AsyncExecutor, ThreadRunner
 
 if TYPE_CHECKING:
@@ -139,12 +148,6 @@ def _idle_socket_alive(conn: Any) -> bool:
     return not readable
 
 
-def _pg_in_transaction(conn: Any) -> bool:
-    from psycopg.pq import TransactionStatus
-
-    return bool(conn.pgconn.transaction_status != TransactionStatus.IDLE)
-
-
 class _PgOwnPool:
     """Autocommit connections opened on demand up to ``size``; idle ones reused LIFO."""
 
@@ -167,7 +170,7 @@ class _PgOwnPool:
         try:
             if self.configure is not None:
                 self.configure(conn)
-                if _pg_is_broken(conn) or not conn.autocommit:
+                if pg_is_broken(conn) or not conn.autocommit:
                     raise ValidationError("configure() must leave the connection idle in autocommit mode")
         except BaseException:
             conn.close()
@@ -182,7 +185,7 @@ class _PgOwnPool:
     def _take_idle(self) -> Any | None:
         while self._idle:
             conn = self._idle.pop()
-            if not _pg_is_broken(conn) and _idle_socket_alive(conn):
+            if not pg_is_broken(conn) and _idle_socket_alive(conn):
                 return conn
             _close_quietly(conn)
         return None
@@ -204,12 +207,12 @@ class _PgOwnPool:
 
     async def _release(self, lease: Lease) -> None:
         conn = lease.conn
-        if not lease.discard and not _pg_is_broken(conn) and _pg_in_transaction(conn):
+        if not lease.discard and not pg_is_broken(conn) and pg_in_transaction(conn):
             log.warning("rolling back a transaction left open on a returned connection")
             runner = ThreadRunner(conn)
             await runner.rollback()
             lease.discard = runner.broken
-        if lease.discard or self._closed or _pg_is_broken(conn):
+        if lease.discard or self._closed or pg_is_broken(conn):
             await run_blocking(lambda: _close_quietly(conn))
         else:
             self._idle.append(conn)
@@ -237,7 +240,7 @@ class _PsycopgPoolBackend:
     def _get(self) -> tuple[Any, bool]:
         conn = self.pool.getconn(timeout=self.timeout)
         try:
-            return conn, _pg_to_autocommit(conn)
+            return conn, pg_to_autocommit(conn)
         except BaseException:
             self.pool.putconn(conn)
             raise
@@ -248,7 +251,7 @@ class _PsycopgPoolBackend:
             if lease.discard:
                 conn.close()
             else:
-                _pg_restore(conn, previous)
+                pg_restore(conn, previous)
         except Exception:
             log.warning("discarding a connection that could not be reset", exc_info=True)
             _close_quietly(conn)
@@ -267,29 +270,14 @@ class _PsycopgPoolBackend:
                     await run_blocking(lambda: self._put(lease, previous))
 
     async def connect_dedicated(self) -> Any:
-        pool = self.pool
-        conninfo = pool.conninfo() if callable(pool.conninfo) else pool.conninfo
-        kwargs = pool.kwargs() if callable(pool.kwargs) else pool.kwargs
-        return await run_blocking(lambda: connect_dedicated(str(conninfo), dict(kwargs or {})))
+        conninfo, kwargs = pool_connect_args(self.pool)
+        return await run_blocking(lambda: connect_dedicated(conninfo, kwargs))
 
     async def aclose(self) -> None:
         pass
 
 
 # ---------------------------------------------------------------- sqlite
-
-
-def _sqlite_reset(conn: Any) -> bool:
-    """Roll back a leftover transaction; False when the connection is unusable."""
-    try:
-        if conn.in_transaction:
-            log.warning("rolling back a transaction left open on a returned SQLite connection")
-            conn.rollback()
-        return True
-    except Exception:
-        log.warning("discarding a SQLite connection that could not be reset", exc_info=True)
-        _close_quietly(conn)
-        return False
 
 
 class _SQLiteBackend:
@@ -301,9 +289,7 @@ class _SQLiteBackend:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
         self.timeout = timeout
-        memory = path in ("", ":memory:") or path.startswith("file::memory:")
-        # A private in-memory database exists only on its one connection.
-        self.max_readers = 0 if memory else max(0, readers)
+        self.max_readers = sqlite_reader_count(path, readers)
         self.limiter = trio.CapacityLimiter(self.max_readers + 1)
         self._writer: Any | None = None
         self._writer_lock = trio.Lock()
@@ -312,15 +298,7 @@ class _SQLiteBackend:
         self._closed = False
 
     def _open(self, *, readonly: bool) -> Any:
-        conn = connect_sqlite(self.path, busy_timeout_ms=self.busy_timeout_ms)
-        try:
-            check_sqlite_version(conn, hint="Install sqlean-py.")
-            if readonly:
-                conn.execute("PRAGMA query_only = ON")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return open_sqlite(self.path, busy_timeout_ms=self.busy_timeout_ms, readonly=readonly)
 
     async def open(self) -> None:
         self._writer = await run_blocking(lambda: self._open(readonly=False))
@@ -331,7 +309,7 @@ class _SQLiteBackend:
             await run_blocking(lambda: _close_quietly(conn))
             return False
         if conn.in_transaction:
-            return await run_blocking(lambda: _sqlite_reset(conn))
+            return await run_blocking(lambda: sqlite_reset(conn))
         return True
 
     @asynccontextmanager
@@ -396,7 +374,7 @@ class _SQLiteBackend:
                         await run_blocking(lambda: _close_quietly(conn))
 
     async def connect_dedicated(self) -> Any:
-        raise ValidationError("SQLite has no LISTEN/NOTIFY connection; use the outbox notifier")
+        raise ValidationError(NO_LISTEN_ON_SQLITE)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -432,14 +410,9 @@ class _SQLAlchemyBackend:
         try:
             conn: Any = proxy.driver_connection
             if self.kind == "postgres":
-                previous: Any = _pg_to_autocommit(conn)
+                previous: Any = pg_to_autocommit(conn)
             else:
-                # The DB-API's implicit BEGIN before DML would leave "autocommit" statements
-                # inside a transaction nobody commits; explicit transactions only.
-                previous = conn.isolation_level
-                if conn.in_transaction:
-                    conn.rollback()
-                conn.isolation_level = None
+                previous = sqlite_to_explicit(conn)
         except BaseException:
             proxy.close()
             raise
@@ -452,13 +425,13 @@ class _SQLAlchemyBackend:
             if self.kind == "postgres":
                 if not broken:
                     try:
-                        _pg_restore(conn, previous)
-                        broken = _pg_is_broken(conn)
+                        pg_restore(conn, previous)
+                        broken = pg_is_broken(conn)
                     except Exception:
                         log.warning("invalidating a connection that could not be reset", exc_info=True)
                         broken = True
             elif not broken:
-                if _sqlite_reset(conn):
+                if sqlite_reset(conn):
                     conn.isolation_level = previous
                 else:
                     broken = True
@@ -488,11 +461,7 @@ class _SQLAlchemyBackend:
                     await run_blocking(lambda: self._return(proxy, lease, previous))
 
     async def connect_dedicated(self) -> Any:
-        if self.kind != "postgres":
-            raise ValidationError("SQLite has no LISTEN/NOTIFY connection; use the outbox notifier")
-        cargs, cparams = self.engine.dialect.create_connect_args(self.engine.url)
-        params = {k: v for k, v in cparams.items() if k != "context"}
-        conninfo = str(cargs[0]) if cargs else ""
+        conninfo, params = engine_connect_args(self.engine, self.kind)
         return await run_blocking(lambda: connect_dedicated(conninfo, params))
 
     async def aclose(self) -> None:
@@ -530,20 +499,14 @@ class AsyncDatabase:
         reader connections (SQLite always has exactly one writer). ``configure`` runs
         in a worker thread on each new Postgres connection.
         """
-        scheme = url.partition("://")[0].split("+", 1)[0].lower() if "://" in url else url.split(":")[0]
-        if scheme in ("postgres", "postgresql"):
-            if pool_size < 1:
-                raise ValidationError(f"pool_size must be at least 1, got {pool_size}")
-            backend = _PgOwnPool(_strip_driver(url), size=pool_size, timeout=timeout,
+        if url_kind(url) == "postgres":
+            check_pool_size(pool_size)
+            backend = _PgOwnPool(strip_driver(url), size=pool_size, timeout=timeout,
                                  connect_timeout=connect_timeout, configure=configure)
             await backend.prime()
             return cls(backend, PostgresDialect(schema))
-        if scheme == "sqlite":
-            return await cls.from_sqlite_path(sqlite_path_from_url(url), schema=schema, readers=pool_size,
-                                              timeout=timeout)
-        raise ValidationError(
-            f"unsupported database URL {url.split('://')[0]!r}://...: use postgres://, postgresql:// or sqlite://"
-        )
+        return await cls.from_sqlite_path(sqlite_path_from_url(url), schema=schema, readers=pool_size,
+                                          timeout=timeout)
 
     @classmethod
     def from_pool(
@@ -563,8 +526,7 @@ class AsyncDatabase:
     ) -> AsyncDatabase:
         """Borrow raw DB-API connections from a (sync) ``engine``, left undisposed by ``aclose()``."""
         kind = sqlalchemy_kind(engine)
-        dialect: Dialect = PostgresDialect(schema) if kind == "postgres" else SQLiteDialect(schema)
-        return cls(_SQLAlchemyBackend(engine, kind, timeout=timeout), dialect)
+        return cls(_SQLAlchemyBackend(engine, kind, timeout=timeout), dialect_for(kind, schema))
 
     @classmethod
     async def from_sqlite_path(

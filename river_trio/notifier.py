@@ -425,7 +425,7 @@ def _close(conn: Any) -> None:
 
 
 async def _connect_url(url: str, timeout: float) -> Any:
-    from river_sync.database import connect_dedicated
+    from river_sync.connections import connect_dedicated
 
     return await run_blocking(lambda: connect_dedicated(url, {"connect_timeout": max(1, int(timeout))}))
 

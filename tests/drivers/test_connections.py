@@ -1,0 +1,84 @@
+"""The sync connection utilities both drivers share (river_sync.connections)."""
+
+from __future__ import annotations
+
+import pytest
+
+from river_protocol.dialects.postgres import PostgresDialect
+from river_protocol.dialects.sqlite import SQLiteDialect
+from river_protocol.errors import ValidationError
+from river_sync.connections import (
+    check_pool_size,
+    dialect_for,
+    open_sqlite,
+    sqlite_reader_count,
+    sqlite_reset,
+    sqlite_to_explicit,
+    strip_driver,
+    url_kind,
+)
+
+
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("postgres://h/db", "postgres"),
+        ("postgresql+psycopg://h/db", "postgres"),
+        ("POSTGRESQL://h/db", "postgres"),
+        ("sqlite://rel.db", "sqlite"),
+        ("sqlite:memory", "sqlite"),
+    ],
+)
+def test_url_kind(url: str, kind: str) -> None:
+    assert url_kind(url) == kind
+
+
+def test_url_kind_refuses_other_schemes() -> None:
+    with pytest.raises(ValidationError, match="unsupported database URL 'mysql'"):
+        url_kind("mysql://h/db")
+
+
+def test_strip_driver_only_touches_a_url_scheme() -> None:
+    assert strip_driver("postgresql+psycopg://u@h/db") == "postgresql://u@h/db"
+    assert strip_driver("postgres://u@h/db") == "postgres://u@h/db"
+    assert strip_driver("host=h password=a+b") == "host=h password=a+b"
+
+
+def test_check_pool_size() -> None:
+    check_pool_size(1)
+    with pytest.raises(ValidationError, match="pool_size must be at least 1, got 0"):
+        check_pool_size(0)
+
+
+def test_sqlite_reader_count_is_zero_for_private_memory() -> None:
+    assert sqlite_reader_count(":memory:", 4) == 0
+    assert sqlite_reader_count("", 4) == 0
+    assert sqlite_reader_count("file::memory:?cache=shared", 4) == 0
+    assert sqlite_reader_count("/tmp/x.db", 4) == 4
+    assert sqlite_reader_count("/tmp/x.db", -1) == 0
+
+
+def test_dialect_for() -> None:
+    assert isinstance(dialect_for("postgres", "s"), PostgresDialect)
+    sqlite = dialect_for("sqlite", None)
+    assert isinstance(sqlite, SQLiteDialect)
+
+
+def test_open_reset_and_explicit_sqlite(tmp_path: object) -> None:
+    path = f"{tmp_path}/c.db"
+    writer = open_sqlite(path, busy_timeout_ms=100, readonly=False)
+    reader = open_sqlite(path, busy_timeout_ms=100, readonly=True)
+    try:
+        writer.execute("CREATE TABLE t (x INTEGER)")
+        assert reader.execute("PRAGMA query_only").fetchone()[0] == 1
+        previous = sqlite_to_explicit(writer)
+        assert writer.isolation_level is None
+        writer.execute("BEGIN")
+        writer.execute("INSERT INTO t VALUES (1)")
+        assert sqlite_reset(writer) is True
+        assert not writer.in_transaction
+        writer.isolation_level = previous
+        assert writer.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    finally:
+        reader.close()
+        writer.close()
