@@ -182,6 +182,20 @@ def sqlite_to_explicit(conn: Any) -> Any:
     return previous
 
 
+def outside_tx(obj: Any) -> str | None:
+    """"sqlite"/"postgres" for a connection with no open transaction (autocommit), else None.
+
+    Such a connection has nothing uncommitted to show; reading it directly avoids
+    starting a transaction its owner never asked for.
+    """
+    module = type(obj).__module__.split(".", 1)[0]
+    if module in ("sqlite3", "sqlean") and not obj.in_transaction:
+        return "sqlite"
+    if module == "psycopg" and getattr(obj, "autocommit", False) and not pg_in_transaction(obj):
+        return "postgres"
+    return None
+
+
 # ---------------------------------------------------------------- sqlalchemy
 
 

@@ -14,8 +14,8 @@ they do I/O or run workers.
 Run them inside ``trio.run`` (or a trio test runner such as pytest-trio).
 """
 
-from river_sync.testing.assertions import ExpectedJob, InsertedJob
 from river_sync.testing.builder import build_job
+from river_sync.testing.expectations import ExpectedJob, InsertedJob
 from river_sync.testing.inline import InlineResult
 from river_sync.testing.work import NoDatabaseError, OfflineClient, WorkResult
 from river_trio.testing.assertions import require_inserted, require_many_inserted, require_not_inserted
