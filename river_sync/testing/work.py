@@ -20,37 +20,37 @@ test instead of failing the job.
 
 from __future__ import annotations
 
-import random
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from river_protocol.client_core import EVENT_FOR_REASON, ClientConfig, ClientCore, EventKind
-from river_protocol.constants import MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import ClaimJobs, GetJob, SetStateIfRunning, SetStateUpdate, Statement
+from river_protocol.intents import ClaimJobs, GetJob, SetStateIfRunning, Statement
 from river_protocol.job import JobRow
-from river_protocol.machines.completer import CompletionReason
 from river_protocol.options import InsertOpts
-from river_protocol.outcomes import OUTPUT_KEY, Outcome, Snooze, apply_set_state
+from river_protocol.outcomes import apply_set_state
 from river_protocol.retry import RetryPolicy
 from river_protocol.states import JobState
-from river_protocol.work import (
-    CancelCause,
-    JobCancel,
-    JobDiscard,
-    JobSnooze,
-    outcome_from_result,
-    wants_error_handler,
-)
-from river_protocol.workers import Workers
+from river_protocol.work import CancelCause, outcome_from_result
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.executor import Executor
-from river_sync.testing.builder import TEST_CLIENT_ID, build_job
+from river_sync.testing.builder import TEST_CLIENT_ID
+from river_sync.testing.runs import (
+    Ran,
+    RunSetup,
+    WorkResult,
+    calls_error_handler,
+    client_settings,
+    finished_run,
+    job_to_work,
+    run_seconds,
+    setup_run,
+    skipped_run,
+    work_result,
+)
 
 if TYPE_CHECKING:
     from river_sync.client import Client
@@ -83,187 +83,11 @@ class OfflineClient:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class WorkResult:
-    """What one run of a worker produced and what River records for it.
-
-    ``job`` is the row after the outcome: read back from the database by
-    ``work_with_client``, and computed with the completer's row model
-    (``apply_set_state``, Postgres semantics) by ``work_once``. ``error`` is a
-    real failure only: snooze, cancel and discard requests are outcomes, not
-    errors (as in River's ``rivertest``).
-    """
-
-    job: JobRow
-    outcome: Outcome
-    reason: CompletionReason
-    update: SetStateUpdate
-    args: Any
-    result: Any = None
-    error: BaseException | None = None
-    trace: str = ""
-    metadata_updates: Mapping[str, Any] = field(default_factory=dict)
-    ran: bool = True  # False: finished without running (unknown kind, args that don't decode)
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    cancel_cause: CancelCause | None = None
-    completed_in_tx: bool = False
-
-    @property
-    def event_kind(self) -> EventKind:
-        """The client event this run would publish (``job_completed``, ``job_failed``, ...)."""
-        return EVENT_FOR_REASON[self.reason]
-
-    @property
-    def state(self) -> JobState:
-        return self.job.state
-
-    @property
-    def output(self) -> Any:
-        """The value recorded with ``ctx.record_output`` (None when nothing was recorded)."""
-        return self.metadata_updates.get(OUTPUT_KEY)
-
-    @property
-    def has_output(self) -> bool:
-        return OUTPUT_KEY in self.metadata_updates
-
-    @property
-    def snoozed_for(self) -> timedelta | None:
-        """The snooze delay when the run snoozed the job, else None."""
-        if self.reason is CompletionReason.SNOOZED and isinstance(self.outcome, Snooze):
-            return self.outcome.delay
-        return None
-
-    def raise_error(self) -> None:
-        """Re-raise the worker's real error, if any (handy as a one-line test guard)."""
-        if self.error is not None:
-            raise self.error
-
-
-# ---------------------------------------------------------------- configuration of a run
-
-
-class _FixedRandom:
-    """An ``Rng`` that always answers ``value``: a deterministic retry jitter."""
-
-    def __init__(self, value: float) -> None:
-        if not 0.0 <= value < 1.0:
-            raise ValidationError(f"rand must be in [0, 1), got {value}")
-        self.value = value
-
-    def random(self) -> float:
-        return self.value
-
-
-@dataclass(frozen=True, slots=True)
-class _RunSetup:
-    core: ClientCore
-    middleware: tuple[Middleware, ...]
-    error_handler: ErrorHandler | None
-
-
-def _annotated_args_type(fn: Any) -> type | None:
-    """The annotated type of a worker function's last positional parameter (its args), if any."""
-    import inspect
-    import typing
-
-    target = getattr(fn, "work", fn)
-    try:
-        params = [p for p in inspect.signature(target).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        hints = typing.get_type_hints(target)
-    except (TypeError, ValueError, NameError):
-        return None
-    hint = hints.get(params[-1].name) if params else None
-    return hint if isinstance(hint, type) else None
-
-
-def _as_workers(workers_or_callable: Any, args_type: type | None) -> Workers:
-    """A ``Workers`` bundle for a bundle, a worker object or a plain function."""
-    if isinstance(workers_or_callable, Workers):
-        return workers_or_callable
-    workers = Workers()
-    target_type = args_type or getattr(workers_or_callable, "args_type", None) or _annotated_args_type(
-        workers_or_callable
-    )
-    if not isinstance(target_type, type) or not isinstance(getattr(target_type, "kind", None), str):
-        raise ValidationError(
-            "cannot tell which args type this worker handles: pass args (not a JobRow), "
-            "args_type=..., or a worker with an args_type attribute"
-        )
-    if callable(getattr(workers_or_callable, "work", None)):
-        workers.add(workers_or_callable, target_type)
-    elif callable(workers_or_callable):
-        workers.job(target_type)(workers_or_callable)
-    else:
-        raise ValidationError(
-            f"expected Workers, a worker object with work(ctx, args) or a function, "
-            f"got {type(workers_or_callable).__qualname__}"
-        )
-    return workers
-
-
-def client_settings(client: Any) -> tuple[ClientConfig | None, Workers | None, tuple[Any, ...], Any]:
-    """(config, workers, middleware, error handler) of a ``river_sync.Client``.
-
-    The client keeps these private; a client without them (another
-    implementation, a stub) yields Nones and the caller's defaults apply.
-    """
-    core = getattr(client, "_core", None)
-    config = getattr(core, "config", None)
-    workers = getattr(core, "workers", None)
-    return (
-        config if isinstance(config, ClientConfig) else None,
-        workers if isinstance(workers, Workers) else None,
-        tuple(getattr(client, "_middleware", ()) or ()),
-        getattr(client, "_error_handler", None),
-    )
-
-
-def _setup(
-    workers: Workers | None,
-    client: Any,
-    *,
-    job_timeout: timedelta | None,
-    retry_policy: RetryPolicy | None,
-    max_attempts: int | None,
-    middleware: Sequence[Middleware] | None,
-    error_handler: ErrorHandler | None,
-    rand: float | None,
-) -> _RunSetup:
-    config, client_workers, client_mw, client_handler = client_settings(client)
-    if config is None:
-        config = ClientConfig(client_id=TEST_CLIENT_ID, dialect="sqlite")
-    overrides: dict[str, Any] = {}
-    if job_timeout is not None:
-        overrides["job_timeout"] = job_timeout
-    if retry_policy is not None:
-        overrides["retry_policy"] = retry_policy
-    if max_attempts is not None:
-        overrides["max_attempts"] = max_attempts
-    # The core only plans and finishes runs here; queues would demand workers for nothing.
-    config = ClientConfig(
-        client_id=config.client_id, dialect=config.dialect,
-        job_timeout=overrides.get("job_timeout", config.job_timeout),
-        max_attempts=overrides.get("max_attempts", config.max_attempts),
-        retry_policy=overrides.get("retry_policy", config.retry_policy),
-        skip_unknown_job_check=config.skip_unknown_job_check,
-    )
-    bundle = workers if workers is not None else client_workers
-    rng: Any = random.Random() if rand is None else _FixedRandom(rand)
-    return _RunSetup(
-        core=ClientCore(config, bundle, rng),
-        middleware=tuple(client_mw if middleware is None else middleware),
-        error_handler=client_handler if error_handler is None else error_handler,
-    )
+# ---------------------------------------------------------------- running
 
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _timeout_seconds(value: timedelta | float) -> float:
-    return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
 @contextmanager
@@ -281,32 +105,15 @@ def _deadline(token: CancellationToken, seconds: float | None) -> Iterator[None]
         timer.cancel()
 
 
-@dataclass(slots=True)
-class _Ran:
-    outcome: Outcome
-    update: SetStateUpdate
-    reason: CompletionReason
-    args: Any
-    result: Any
-    error: BaseException | None
-    trace: str
-    metadata: dict[str, Any]
-    ran: bool
-    started_at: datetime
-    finished_at: datetime
-    cause: CancelCause | None
-    completed_in_tx: bool
-
-
 def _run(
-    setup: _RunSetup,
+    setup: RunSetup,
     job: JobRow,
     client: Any,
     *,
     now: datetime | None,
     timeout: timedelta | float | None,
     cancel: CancelCause | None,
-) -> _Ran:
+) -> Ran:
     """Plan, run and finish ``job`` as the client's job thread does, in the calling thread."""
     core = setup.core
     plan = core.plan_job(job)
@@ -315,17 +122,9 @@ def _run(
     if cancel is not None:
         token.cancel(cancel)
     if plan.immediate is not None:
-        finished_at = now or _utcnow()
-        finish = core.finish_job(plan, plan.immediate, now=finished_at, started_at=started_at,
-                                 cancel_cause=token.cause, metadata_updates={})
-        return _Ran(plan.immediate, finish.update, finish.reason, None, None, None, "", {}, False,
-                    started_at, finished_at, token.cause, False)
+        return skipped_run(core, plan, started_at=started_at, finished_at=now or _utcnow(), cause=token.cause)
 
-    if timeout is None:
-        seconds = None if plan.timeout is None else plan.timeout.total_seconds()
-    else:
-        given = _timeout_seconds(timeout)
-        seconds = given if given > 0 else None
+    seconds = run_seconds(plan, timeout)
     ctx = WorkContext(job, plan.args, client, token)
     worker = plan.worker
     assert worker is not None
@@ -345,24 +144,12 @@ def _run(
     cause = token.cause
     outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
     handler_cancel = False
-    if setup.error_handler is not None and error is not None and wants_error_handler(outcome, cause):
+    if calls_error_handler(setup, outcome, error, cause):
         handler_cancel = bool(setup.error_handler(job, error))
-    finished_at = now or _utcnow()
-    metadata = dict(ctx.metadata_updates)
-    finish = core.finish_job(plan, outcome, now=finished_at, started_at=started_at, cancel_cause=cause,
-                             error_handler_cancel=handler_cancel, metadata_updates=metadata)
-    real_error = None if isinstance(error, JobSnooze | JobCancel | JobDiscard) else error
-    return _Ran(outcome, finish.update, finish.reason, plan.args, result, real_error, trace, metadata, True,
-                started_at, finished_at, cause, ctx.completed_in_tx)
-
-
-def _result(ran: _Ran, job: JobRow) -> WorkResult:
-    return WorkResult(
-        job=job, outcome=ran.outcome, reason=ran.reason, update=ran.update, args=ran.args,
-        result=ran.result, error=ran.error, trace=ran.trace, metadata_updates=ran.metadata, ran=ran.ran,
-        started_at=ran.started_at, finished_at=ran.finished_at, cancel_cause=ran.cause,
-        completed_in_tx=ran.completed_in_tx,
-    )
+    return finished_run(core, plan, outcome, result=result, error=error, trace=trace, cause=cause,
+                        handler_cancel=handler_cancel, metadata=dict(ctx.metadata_updates),
+                        started_at=started_at, finished_at=now or _utcnow(),
+                        completed_in_tx=ctx.completed_in_tx)
 
 
 # ---------------------------------------------------------------- work_once
@@ -403,26 +190,15 @@ def work_once(
     timedelta; 0 = none), default the worker's or client's as in production;
     ``cancel`` sets the token before the run (a remote cancel, a stop).
     """
-    if isinstance(args_or_job, JobRow):
-        job = args_or_job
-        workers = _as_workers(workers_or_callable, args_type) if workers_or_callable is not None else None
-    else:
-        workers = (
-            _as_workers(workers_or_callable, args_type or type(args_or_job))
-            if workers_or_callable is not None else None
-        )
-        config, _, _, _ = client_settings(client)
-        job = build_job(
-            args_or_job, opts, attempt=attempt, now=now,
-            client_id=config.client_id if config is not None else TEST_CLIENT_ID,
-            client_max_attempts=max_attempts or (config.max_attempts if config else MAX_ATTEMPTS_DEFAULT),
-        )
-    setup = _setup(workers, client, job_timeout=job_timeout, retry_policy=retry_policy,
-                   max_attempts=max_attempts, middleware=middleware, error_handler=error_handler, rand=rand)
+    job, workers = job_to_work(workers_or_callable, args_or_job, opts=opts, client=client, now=now,
+                               attempt=attempt, args_type=args_type, max_attempts=max_attempts)
+    setup = setup_run(workers, client, job_timeout=job_timeout, retry_policy=retry_policy,
+                      max_attempts=max_attempts, middleware=middleware, error_handler=error_handler,
+                      rand=rand)
     ctx_client = client if client is not None else OfflineClient(setup.core.config.client_id)
     ran = _run(setup, job, ctx_client, now=now, timeout=timeout, cancel=cancel)
     final = apply_set_state(job, ran.update, ran.finished_at)
-    return _result(ran, final)
+    return work_result(ran, final)
 
 
 # ---------------------------------------------------------------- work_with_client
@@ -514,7 +290,7 @@ def work_with_client(
     else:
         inserted = client.insert(args_or_job, opts, tx=tx)
         job = inserted.job
-    setup = _setup(None, client, job_timeout=None, retry_policy=None, max_attempts=None,
+    setup = setup_run(None, client, job_timeout=None, retry_policy=None, max_attempts=None,
                    middleware=None, error_handler=None, rand=rand)
     with client_transaction(client, tx) as ex:
         running = claim_job(ex, job, client.client_id)
@@ -524,7 +300,7 @@ def work_with_client(
         final: JobRow | None = rows[0] if rows else None
     if final is None:
         raise RiverError(f"job {running.id} was deleted while it ran; its outcome could not be recorded")
-    return _result(ran, final)
+    return work_result(ran, final)
 
 
 __all__ = [

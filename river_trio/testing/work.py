@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import outcome
 import trio
 
-from river_protocol.constants import MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import SetStateIfRunning
 from river_protocol.job import JobRow
@@ -37,28 +36,23 @@ from river_protocol.outcomes import apply_set_state
 from river_protocol.retry import RetryPolicy
 from river_protocol.work import (
     CancelCause,
-    JobCancel,
-    JobDiscard,
-    JobSnooze,
     WorkCancelled,
     outcome_from_result,
-    wants_error_handler,
 )
 from river_sync.executor import Executor
-from river_sync.testing.builder import TEST_CLIENT_ID, build_job
-from river_sync.testing.work import (
-    NoDatabaseError,
-    OfflineClient,
+from river_sync.testing.runs import (
+    Ran,
+    RunSetup,
     WorkResult,
-    _as_workers,
-    _Ran,
-    _result,
-    _RunSetup,
-    _setup,
-    _timeout_seconds,
-    claim_job,
-    client_settings,
+    calls_error_handler,
+    finished_run,
+    job_to_work,
+    run_seconds,
+    setup_run,
+    skipped_run,
+    work_result,
 )
+from river_sync.testing.work import NoDatabaseError, OfflineClient, claim_job
 from river_trio.context import CancellationToken, WorkContext
 from river_trio.database import run_blocking
 from river_trio.executor import AsyncExecutor
@@ -82,7 +76,7 @@ async def _in_thread(fn: Callable[[], Any]) -> Any:
     return await trio.to_thread.run_sync(fn, abandon_on_cancel=False)
 
 
-def _call_chain(setup: _RunSetup, worker: Any, token: CancellationToken, seconds: float | None) -> CallNext:
+def _call_chain(setup: RunSetup, worker: Any, token: CancellationToken, seconds: float | None) -> CallNext:
     from river_trio.client import is_async_worker
 
     call: CallNext
@@ -103,21 +97,20 @@ def _call_chain(setup: _RunSetup, worker: Any, token: CancellationToken, seconds
                 nursery.cancel_scope.cancel()
             return await _maybe_await(ran.unwrap())
 
-    middleware: tuple[Any, ...] = setup.middleware  # trio middleware, typed by river_sync as sync
-    for mw in reversed(middleware):
+    for mw in reversed(setup.middleware):
         call = (lambda m, nxt: lambda c, a: m(c, a, nxt))(mw, call)
     return call
 
 
 async def _run(
-    setup: _RunSetup,
+    setup: RunSetup,
     job: JobRow,
     client: Any,
     *,
     now: datetime | None,
     timeout: timedelta | float | None,
     cancel: CancelCause | None,
-) -> _Ran:
+) -> Ran:
     """Plan, run and finish ``job`` as the trio client's job task does."""
     from river_trio.client import is_async_worker
 
@@ -128,17 +121,9 @@ async def _run(
     if cancel is not None:
         token.cancel(cancel)
     if plan.immediate is not None:
-        finished_at = now or utcnow()
-        finish = core.finish_job(plan, plan.immediate, now=finished_at, started_at=started_at,
-                                 cancel_cause=token.cause, metadata_updates={})
-        return _Ran(plan.immediate, finish.update, finish.reason, None, None, None, "", {}, False,
-                    started_at, finished_at, token.cause, False)
+        return skipped_run(core, plan, started_at=started_at, finished_at=now or utcnow(), cause=token.cause)
 
-    if timeout is None:
-        seconds = None if plan.timeout is None else plan.timeout.total_seconds()
-    else:
-        given = _timeout_seconds(timeout)
-        seconds = given if given > 0 else None
+    seconds = run_seconds(plan, timeout)
     worker = plan.worker
     assert worker is not None
     ctx = WorkContext(job, plan.args, client, token)
@@ -167,15 +152,12 @@ async def _run(
     cause = token.cause
     outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
     handler_cancel = False
-    if setup.error_handler is not None and error is not None and wants_error_handler(outcome, cause):
+    if calls_error_handler(setup, outcome, error, cause):
         handler_cancel = bool(await _maybe_await(setup.error_handler(job, error)))
-    finished_at = now or utcnow()
-    metadata = dict(ctx.metadata_updates)
-    finish = core.finish_job(plan, outcome, now=finished_at, started_at=started_at, cancel_cause=cause,
-                             error_handler_cancel=handler_cancel, metadata_updates=metadata)
-    real_error = None if isinstance(error, JobSnooze | JobCancel | JobDiscard) else error
-    return _Ran(outcome, finish.update, finish.reason, plan.args, result, real_error, trace, metadata, True,
-                started_at, finished_at, cause, ctx.completed_in_tx)
+    return finished_run(core, plan, outcome, result=result, error=error, trace=trace, cause=cause,
+                        handler_cancel=handler_cancel, metadata=dict(ctx.metadata_updates),
+                        started_at=started_at, finished_at=now or utcnow(),
+                        completed_in_tx=ctx.completed_in_tx)
 
 
 # ---------------------------------------------------------------- work_once
@@ -205,26 +187,15 @@ async def work_once(
     ``river_trio.Client`` (lending its settings and trio middleware) or None
     for an ``OfflineClient``. ``timeout`` is in seconds of trio's clock.
     """
-    if isinstance(args_or_job, JobRow):
-        job = args_or_job
-        workers = _as_workers(workers_or_callable, args_type) if workers_or_callable is not None else None
-    else:
-        workers = (
-            _as_workers(workers_or_callable, args_type or type(args_or_job))
-            if workers_or_callable is not None else None
-        )
-        config, _, _, _ = client_settings(client)
-        job = build_job(
-            args_or_job, opts, attempt=attempt, now=now or utcnow(),
-            client_id=config.client_id if config is not None else TEST_CLIENT_ID,
-            client_max_attempts=max_attempts or (config.max_attempts if config else MAX_ATTEMPTS_DEFAULT),
-        )
-    setup = _setup(workers, client, job_timeout=job_timeout, retry_policy=retry_policy,
-                   max_attempts=max_attempts, middleware=middleware,  # type: ignore[arg-type]
-                   error_handler=error_handler, rand=rand)
+    job, workers = job_to_work(workers_or_callable, args_or_job, opts=opts, client=client,
+                               now=now or utcnow(), attempt=attempt, args_type=args_type,
+                               max_attempts=max_attempts)
+    setup = setup_run(workers, client, job_timeout=job_timeout, retry_policy=retry_policy,
+                      max_attempts=max_attempts, middleware=middleware, error_handler=error_handler,
+                      rand=rand)
     ctx_client = client if client is not None else OfflineClient(setup.core.config.client_id)
     ran = await _run(setup, job, ctx_client, now=now, timeout=timeout, cancel=cancel)
-    return _result(ran, apply_set_state(job, ran.update, ran.finished_at))
+    return work_result(ran, apply_set_state(job, ran.update, ran.finished_at))
 
 
 # ---------------------------------------------------------------- work_with_client
@@ -274,8 +245,8 @@ async def work_with_client(
         job = args_or_job
     else:
         job = (await client.insert(args_or_job, opts, tx=tx)).job
-    setup = _setup(None, client, job_timeout=None, retry_policy=None, max_attempts=None,
-                   middleware=None, error_handler=None, rand=rand)
+    setup = setup_run(None, client, job_timeout=None, retry_policy=None, max_attempts=None,
+                      middleware=None, error_handler=None, rand=rand)
     async with client_transaction(client, tx) as ex:
         running = await _claim(ex, job, client.client_id)
     ran = await _run(setup, running, client, now=None, timeout=timeout, cancel=cancel)
@@ -284,7 +255,7 @@ async def work_with_client(
         final: JobRow | None = rows[0] if rows else None
     if final is None:
         raise RiverError(f"job {running.id} was deleted while it ran; its outcome could not be recorded")
-    return _result(ran, final)
+    return work_result(ran, final)
 
 
 __all__ = [
