@@ -12,75 +12,38 @@ run, rows in memory or in a database)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import timedelta
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from river_protocol.args import kind_of
 from river_protocol.client_core import InsertManyParams
-from river_protocol.constants import JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
-from river_protocol.errors import ValidationError
-from river_protocol.job import JobRow
 from river_protocol.options import InsertOpts
-from river_protocol.retry import RetryPolicy
-from river_protocol.workers import Workers
-from river_sync.testing.builder import build_job
-from river_sync.testing.inline import InlineResult
-from river_sync.testing.work import client_settings
+from river_sync.testing.inline import InlineBase, InlineResult, inline_settings
 from river_trio.runner import utcnow
-from river_trio.testing.work import ErrorHandler, Middleware, work_once, work_with_client
+from river_trio.testing.work import work_once, work_with_client
 
 if TYPE_CHECKING:
     from river_trio.client import Client
 
 
-class InlineClient:
+class InlineClient(InlineBase):
     """Runs each inserted job immediately (see the module docstring).
 
     ``database`` (URL, SQLite path, pool, Engine or ``AsyncDatabase``, already
     migrated) makes the rows real: an insert-only ``river_trio.Client`` is
     made on it (it opens the database at the first insert) and closed by
     ``aclose()``. Without one, rows live in memory (``jobs()``, ``get_job()``).
+    Keyword settings are the client's; the shared half is ``river_sync``'s ``InlineBase``.
     """
 
-    def __init__(
-        self,
-        workers: Workers,
-        database: Any = None,
-        *,
-        schema: str | None = None,
-        middleware: Sequence[Middleware] = (),
-        error_handler: ErrorHandler | None = None,
-        retry_policy: RetryPolicy | None = None,
-        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
-        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
-        client: Client | None = None,
-    ) -> None:
-        if not isinstance(workers, Workers):
-            raise ValidationError(f"InlineClient needs a Workers bundle, got {type(workers).__qualname__}")
-        self.workers = workers
-        self._owns_client = False
-        self._client: Client | None = client
-        if client is None and database is not None:
-            from river_trio.client import Client
+    def _new_client(self, database: Any, **settings: Any) -> Client:
+        from river_trio.client import Client
 
-            self._client = Client(
-                database, workers=workers, schema=schema, middleware=middleware, error_handler=error_handler,
-                retry_policy=retry_policy, job_timeout=job_timeout, max_attempts=max_attempts,
-            )
-            self._owns_client = True
-        self._middleware = tuple(middleware)
-        self._error_handler = error_handler
-        self._retry_policy = retry_policy
-        self._job_timeout = job_timeout
-        self._max_attempts = max_attempts
-        self._jobs: dict[int, JobRow] = {}
-        self._next_id = 1
+        return Client(database, **settings)
 
     @property
     def client(self) -> Client | None:
         """The real client behind a database-backed inline client (None in memory)."""
-        return self._client
+        return self._client  # type: ignore[no-any-return]
 
     async def insert(self, args: Any, opts: InsertOpts | None = None, *, tx: Any = None) -> InlineResult:
         """Insert ``args`` and run its worker now; the final row and the run.
@@ -88,9 +51,7 @@ class InlineClient:
         ``tx`` (database mode only) runs the insert, the claim and the outcome
         in the caller's transaction.
         """
-        if self._client is None:
-            if tx is not None:
-                raise ValidationError("tx= needs a database: this InlineClient keeps its jobs in memory")
+        if self._in_memory(tx):
             return await self._insert_in_memory(args, opts)
         inserted = await self._client.insert(args, opts, tx=tx)
         if inserted.unique_skipped_as_duplicate:
@@ -107,32 +68,8 @@ class InlineClient:
         return results
 
     async def _insert_in_memory(self, args: Any, opts: InsertOpts | None) -> InlineResult:
-        kind = kind_of(args)
-        if kind not in self.workers:
-            raise ValidationError(f"job kind {kind!r} is not registered in the client's Workers bundle")
-        job = build_job(args, opts, id=self._next_id, client_max_attempts=self._max_attempts,
-                        attempt=1, client_id="river-inline", now=utcnow())
-        self._next_id += 1
-        work = await work_once(
-            self.workers, job, job_timeout=self._job_timeout, retry_policy=self._retry_policy,
-            max_attempts=self._max_attempts, middleware=self._middleware, error_handler=self._error_handler,
-        )
-        self._jobs[job.id] = work.job
-        return InlineResult(work.job, False, work)
-
-    def jobs(self) -> list[JobRow]:
-        """Every job this in-memory inline client ran, by id (database mode: use the database)."""
-        if self._client is not None:
-            raise ValidationError("this InlineClient records jobs in its database; query it there")
-        return [self._jobs[i] for i in sorted(self._jobs)]
-
-    def get_job(self, job_id: int) -> JobRow:
-        if self._client is not None:
-            raise ValidationError("this InlineClient records jobs in its database; query it there")
-        try:
-            return self._jobs[job_id]
-        except KeyError:
-            raise ValidationError(f"no job {job_id} was inserted through this InlineClient") from None
+        job = self._memory_job(args, opts, utcnow())
+        return self._remember(await work_once(self.workers, job, **self._work_once_options()))
 
     async def aclose(self) -> None:
         if self._owns_client and self._client is not None:
@@ -153,11 +90,8 @@ def inline_client(client: Client) -> InlineClient:
     """
     from river_trio.client import Client
 
-    config, workers, _, _ = client_settings(client)
-    if not isinstance(client, Client) or workers is None or config is None:
-        raise ValidationError("inline_client needs a river_trio.Client with workers")
-    return InlineClient(workers, client=client, max_attempts=config.max_attempts,
-                        job_timeout=config.job_timeout, retry_policy=config.retry_policy)
+    workers, settings = inline_settings(client, usable=isinstance(client, Client), needs="river_trio.Client")
+    return InlineClient(workers, client=client, **settings)
 
 
 __all__ = ["InlineClient", "InlineResult", "inline_client"]
