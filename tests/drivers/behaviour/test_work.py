@@ -109,9 +109,8 @@ def test_unique_insert_from_many_threads_makes_one_job(h: Harness, client_db_url
 # ---------------------------------------------------------------- transactional insert
 
 
+@pytest.mark.parametrize("client_db_url", ["postgres"], indirect=True)  # psycopg is Postgres only
 def test_psycopg_tx_rollback_and_worker_never_sees_uncommitted(h: Harness, client_db_url: str) -> None:
-    if not client_db_url.startswith("postgres"):
-        pytest.skip("psycopg transactions are Postgres only")
     import psycopg
 
     seen: list[str] = []
