@@ -67,12 +67,7 @@ class _Admin:
         if tx is not None:
             from river_sync.txadapt import executor_for_caller_tx
 
-            executor = executor_for_caller_tx(tx, schema=client.schema)
-            if executor.dialect.name != client.database.dialect.name:
-                raise ValidationError(
-                    f"tx is a {executor.dialect.name} transaction but the client uses "
-                    f"{client.database.dialect.name}"
-                )
+            executor = executor_for_caller_tx(tx, schema=client.schema, expect=client.database.dialect.name)
             yield executor
         elif readonly:
             with client.database.executor(readonly=True) as executor:

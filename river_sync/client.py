@@ -373,11 +373,7 @@ class Client:
         if tx is not None:
             from river_sync.txadapt import executor_for_caller_tx
 
-            executor = executor_for_caller_tx(tx, schema=self.schema)
-            if executor.dialect.name != self._db.dialect.name:
-                raise ValidationError(
-                    f"tx is a {executor.dialect.name} transaction but the client uses {self._db.dialect.name}"
-                )
+            executor = executor_for_caller_tx(tx, schema=self.schema, expect=self._db.dialect.name)
             results = self._run_plan(executor, plan.intents)
         else:
             with self._db.transaction() as executor:

@@ -39,19 +39,26 @@ _SQLITE_HINT = (
 )
 
 
-def executor_for_caller_tx(tx: Any, *, schema: str | None = None) -> Executor:
-    """An executor whose statements run in ``tx``'s open transaction (``in_caller_tx=True``)."""
-    conn, dialect = resolve_caller_tx(tx, schema)
+def executor_for_caller_tx(tx: Any, *, schema: str | None = None, expect: str | None = None) -> Executor:
+    """An executor whose statements run in ``tx``'s open transaction (``in_caller_tx=True``);
+    ``expect`` is the client's dialect name, which ``tx`` must share."""
+    conn, dialect = resolve_caller_tx(tx, schema, expect=expect)
     return Executor(conn, dialect, in_caller_tx=True)
 
 
 def resolve_caller_tx(
-    tx: Any, schema: str | None, *, check_sqlite: Callable[..., Any] | None = None
+    tx: Any, schema: str | None, *, check_sqlite: Callable[..., Any] | None = None, expect: str | None = None
 ) -> tuple[Any, Dialect]:
     """The validated DB-API connection inside ``tx`` and its dialect (may begin the
     caller's transaction). ``check_sqlite(conn, sqlalchemy_owned=...)`` replaces
-    ``checked_sqlite`` for a driver with extra needs."""
-    check = check_sqlite or checked_sqlite
+    ``checked_sqlite`` for a driver with extra needs; ``expect`` as for ``executor_for_caller_tx``."""
+    conn, dialect = _resolve(tx, schema, check_sqlite or checked_sqlite)
+    if expect is not None and dialect.name != expect:
+        raise ValidationError(f"tx is a {dialect.name} transaction but the client uses {expect}")
+    return conn, dialect
+
+
+def _resolve(tx: Any, schema: str | None, check: Callable[..., Any]) -> tuple[Any, Dialect]:
     sa_conn = sqlalchemy_connection(tx)
     if sa_conn is not None:
         kind = sqlalchemy_kind(sa_conn.engine)

@@ -61,11 +61,7 @@ class _Admin:
         if tx is not None:
             from river_trio.txadapt import executor_for_caller_tx
 
-            executor = await executor_for_caller_tx(tx, schema=client.schema)
-            if executor.dialect.name != client.dialect_name:
-                raise ValidationError(
-                    f"tx is a {executor.dialect.name} transaction but the client uses {client.dialect_name}"
-                )
+            executor = await executor_for_caller_tx(tx, schema=client.schema, expect=client.dialect_name)
             yield executor
             return
         db = await client._ensure_db()

@@ -362,11 +362,7 @@ class Client:
         if tx is not None:
             from river_trio.txadapt import executor_for_caller_tx
 
-            executor = await executor_for_caller_tx(tx, schema=self.schema)
-            if executor.dialect.name != self.dialect_name:
-                raise ValidationError(
-                    f"tx is a {executor.dialect.name} transaction but the client uses {self.dialect_name}"
-                )
+            executor = await executor_for_caller_tx(tx, schema=self.schema, expect=self.dialect_name)
             # The Notify rides in the insert's transaction: announced only if it commits.
             results = [await executor.run(intent) for intent in plan.intents]
             return list(results[0])

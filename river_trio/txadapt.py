@@ -28,11 +28,16 @@ _THREAD_HINT = (
 )
 
 
-async def executor_for_caller_tx(tx: Any, *, schema: str | None = None) -> AsyncExecutor:
-    """An async executor whose statements run in ``tx``'s open transaction."""
+async def executor_for_caller_tx(
+    tx: Any, *, schema: str | None = None, expect: str | None = None
+) -> AsyncExecutor:
+    """An async executor whose statements run in ``tx``'s open transaction; ``expect`` is the
+    client's dialect name, which ``tx`` must share."""
     _refuse_asyncio(tx)
     # SQLAlchemy may check a connection out of its pool and begin: a worker thread's job.
-    conn, dialect = await run_blocking(lambda: resolve_caller_tx(tx, schema, check_sqlite=_sqlite))
+    conn, dialect = await run_blocking(
+        lambda: resolve_caller_tx(tx, schema, check_sqlite=_sqlite, expect=expect)
+    )
     return AsyncExecutor(conn, dialect, in_caller_tx=True)
 
 

@@ -255,12 +255,7 @@ def client_transaction(client: Client, tx: Any) -> Iterator[Executor]:
         return
     from river_sync.txadapt import executor_for_caller_tx
 
-    ex = executor_for_caller_tx(tx, schema=client.schema)
-    if ex.dialect.name != client.database.dialect.name:
-        raise ValidationError(
-            f"tx is a {ex.dialect.name} transaction but the client uses {client.database.dialect.name}"
-        )
-    yield ex
+    yield executor_for_caller_tx(tx, schema=client.schema, expect=client.database.dialect.name)
 
 
 def work_with_client(

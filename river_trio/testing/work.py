@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import outcome
 import trio
 
-from river_protocol.errors import RiverError, ValidationError
+from river_protocol.errors import RiverError
 from river_protocol.intents import SetStateIfRunning
 from river_protocol.job import JobRow
 from river_protocol.options import InsertOpts
@@ -211,12 +211,7 @@ async def client_transaction(client: Client, tx: Any) -> AsyncIterator[AsyncExec
         return
     from river_trio.txadapt import executor_for_caller_tx
 
-    ex = await executor_for_caller_tx(tx, schema=client.schema)
-    if ex.dialect.name != client.dialect_name:
-        raise ValidationError(
-            f"tx is a {ex.dialect.name} transaction but the client uses {client.dialect_name}"
-        )
-    yield ex
+    yield await executor_for_caller_tx(tx, schema=client.schema, expect=client.dialect_name)
 
 
 async def _claim(ex: AsyncExecutor, job: JobRow, client_id: str) -> JobRow:
