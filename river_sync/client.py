@@ -35,8 +35,6 @@ from typing import Any
 
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
-    EVENT_FOR_QUEUE,
-    EVENT_FOR_REASON,
     ClientConfig,
     ClientCore,
     EventKind,
@@ -62,9 +60,16 @@ from river_protocol.retry import RetryPolicy
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
 from river_protocol.workers import Workers
 from river_sync.admin import JobsAPI, QueuesAPI
+from river_sync.client_common import (
+    ClientStats,
+    accepts_triggers,
+    election_config,
+    report_completer_output,
+    report_producer_output,
+)
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
-from river_sync.events import Event, EventHub, Subscription
+from river_sync.events import EventHub, Subscription
 from river_sync.leadership import LeaderDriver, PeriodicJobs
 from river_sync.notifier import NotifierProtocol, notifier_for
 from river_sync.notifier import Subscription as NotifySubscription
@@ -75,14 +80,6 @@ log = logging.getLogger(__name__)
 
 ErrorHandler = Callable[[Any, BaseException], Any]
 Middleware = Callable[[WorkContext, Any, Callable[[WorkContext, Any], Any]], Any]
-
-
-@dataclass(slots=True)
-class ClientStats:
-    running: int = 0
-    timed_out: int = 0  # runs whose token was set by their job timeout
-    stuck: int = 0  # runs still going 10 s after their timeout
-    stuck_now: int = 0  # of those, still running now
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)
@@ -122,14 +119,6 @@ def _open_database(database: Any, schema: str | None) -> tuple[Database, bool]:
         f"unsupported database {type(database).__qualname__}: pass a URL, a SQLite path, a "
         "psycopg_pool.ConnectionPool, a SQLAlchemy Engine or a river_sync.database.Database"
     )
-
-
-def _election_config(value: bool | LeaderElectionConfig) -> LeaderElectionConfig | None:
-    if isinstance(value, LeaderElectionConfig):
-        return value
-    if not isinstance(value, bool):
-        raise ValidationError(f"leader_election must be a bool or a LeaderElectionConfig, got {value!r}")
-    return LeaderElectionConfig() if value else None
 
 
 # ---------------------------------------------------------------- watchdog
@@ -296,7 +285,7 @@ class Client:
                 tag_filter=tag_filter,
                 group_commit=group_commit,
                 maintenance=maintenance or MaintenanceConfig(),
-                leader_election=_election_config(leader_election),
+                leader_election=election_config(leader_election),
             )
             self._rng = random.Random()
             self._core = ClientCore(config, workers, self._rng)
@@ -557,11 +546,8 @@ class Client:
         runner = self._producers.get(queue)
         if runner is None:
             return
-        # Before its start upsert answered a producer accepts no triggers; its own start
-        # fetch covers anything announced meanwhile (Go subscribes only after that upsert).
-        if runner.machine.state.value in ("new", "starting"):
-            return
-        runner.post(event)
+        if accepts_triggers(runner):
+            runner.post(event)
 
     def _producer_hook(self, queue: str) -> Callable[[Any], None]:
         return lambda out: self._on_producer_output(queue, out)
@@ -574,21 +560,12 @@ class Client:
                 runs = [self._runs[i] for i in out.cancel_job_ids if i in self._runs]
             for run in runs:
                 run.token.cancel(CancelCause.REMOTE_CANCEL)
-        for qe in out.queue_events:
-            self._events.publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
-        if out.start_error is not None:
-            log.error("river: producer for queue %r failed to start: %s", queue, out.start_error)
+        report_producer_output(queue, out, self._events.publish, log)
         if out.stopped:
             self._producers[queue].finish()
 
     def _on_completer_output(self, out: CompleterOutput) -> None:
-        for completion in out.completions:
-            kind = EVENT_FOR_REASON[completion.reason]
-            self._events.publish(Event(kind, job=completion.job, queue=completion.job.queue))
-        for missing in out.missing:
-            log.info("river: job %d was deleted before its outcome was recorded", missing.update.id)
-        for dropped in out.dropped:
-            log.error("river: outcome of job %d was lost: %s", dropped.update.id, dropped.error)
+        report_completer_output(out, self._events.publish, log)
         if out.stopped and self._completer is not None:
             self._completer.finish()
 

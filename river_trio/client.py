@@ -48,8 +48,6 @@ import trio
 
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
-    EVENT_FOR_QUEUE,
-    EVENT_FOR_REASON,
     ClientConfig,
     ClientCore,
     EventKind,
@@ -75,12 +73,18 @@ from river_protocol.resumable import needs_state_up_front, settle_run
 from river_protocol.retry import RetryPolicy
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry, Workers
-from river_sync.client import ClientStats
+from river_sync.client_common import (
+    ClientStats,
+    accepts_triggers,
+    election_config,
+    report_completer_output,
+    report_producer_output,
+)
 from river_sync.connections import sqlalchemy_kind
 from river_trio.admin import JobsAPI, QueuesAPI
 from river_trio.context import CancellationToken, WorkContext
 from river_trio.database import AsyncDatabase
-from river_trio.events import Event, EventHub, Subscription
+from river_trio.events import EventHub, Subscription
 from river_trio.leadership import LeaderDriver, PeriodicJobs
 from river_trio.notifier import NotifierProtocol, notifier_for
 from river_trio.runner import MachineRunner, trio_deadline, utcnow
@@ -149,14 +153,6 @@ async def _open_database(database: Any, schema: str | None) -> tuple[AsyncDataba
     if type(database).__module__.startswith("psycopg_pool"):
         return AsyncDatabase.from_pool(database, schema=schema), False
     return AsyncDatabase.from_sqlalchemy_engine(database, schema=schema), False
-
-
-def _election_config(value: bool | LeaderElectionConfig) -> LeaderElectionConfig | None:
-    if isinstance(value, LeaderElectionConfig):
-        return value
-    if not isinstance(value, bool):
-        raise ValidationError(f"leader_election must be a bool or a LeaderElectionConfig, got {value!r}")
-    return LeaderElectionConfig() if value else None
 
 
 def is_async_worker(entry: WorkerEntry) -> bool:
@@ -253,7 +249,7 @@ class Client:
             tag_filter=tag_filter,
             group_commit=group_commit,
             maintenance=maintenance or MaintenanceConfig(),
-            leader_election=_election_config(leader_election),
+            leader_election=election_config(leader_election),
         )
         self._database_arg = database
         self._schema_arg = schema
@@ -584,10 +580,8 @@ class Client:
         runner = self._producers.get(queue)
         if runner is None:
             return
-        # Before its start upsert answered a producer accepts no triggers (see river_sync).
-        if runner.machine.state.value in ("new", "starting"):
-            return
-        runner.post(event)
+        if accepts_triggers(runner):
+            runner.post(event)
 
     def _producer_hook(self, queue: str) -> Callable[[Any], None]:
         return lambda out: self._on_producer_output(queue, out)
@@ -599,21 +593,12 @@ class Client:
             run = self._runs.get(job_id)
             if run is not None:
                 run.token.cancel(CancelCause.REMOTE_CANCEL)
-        for qe in out.queue_events:
-            self._events.publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
-        if out.start_error is not None:
-            log.error("river: producer for queue %r failed to start: %s", queue, out.start_error)
+        report_producer_output(queue, out, self._events.publish, log)
         if out.stopped:
             self._producers[queue].finish()
 
     def _on_completer_output(self, out: CompleterOutput) -> None:
-        for completion in out.completions:
-            kind = EVENT_FOR_REASON[completion.reason]
-            self._events.publish(Event(kind, job=completion.job, queue=completion.job.queue))
-        for missing in out.missing:
-            log.info("river: job %d was deleted before its outcome was recorded", missing.update.id)
-        for dropped in out.dropped:
-            log.error("river: outcome of job %d was lost: %s", dropped.update.id, dropped.error)
+        report_completer_output(out, self._events.publish, log)
         if out.stopped and self._completer is not None:
             self._completer.finish()
 

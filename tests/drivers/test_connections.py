@@ -82,3 +82,18 @@ def test_open_reset_and_explicit_sqlite(tmp_path: object) -> None:
     finally:
         reader.close()
         writer.close()
+
+
+def test_caller_tx_must_match_the_clients_dialect(tmp_path: object) -> None:
+    from river_sync.sqlite_compat import connect_sqlite
+    from river_sync.txadapt import resolve_caller_tx
+
+    conn = connect_sqlite(f"{tmp_path}/tx.db")
+    try:
+        conn.execute("BEGIN")
+        _, dialect = resolve_caller_tx(conn, None, expect="sqlite")
+        assert dialect.name == "sqlite"
+        with pytest.raises(ValidationError, match="tx is a sqlite transaction but the client uses postgres"):
+            resolve_caller_tx(conn, None, expect="postgres")
+    finally:
+        conn.close()

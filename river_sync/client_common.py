@@ -1,0 +1,64 @@
+"""Client logic that does not wait, shared by ``river_sync.Client`` and ``river_trio.Client``.
+
+The two clients differ in how they wait (threads and locks / trio tasks); what
+they build from their arguments and what they make of a machine's output is
+the same and lives here once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from river_protocol.client_core import EVENT_FOR_QUEUE, EVENT_FOR_REASON, LeaderElectionConfig
+from river_protocol.errors import ValidationError
+from river_protocol.machines.completer import CompleterOutput
+from river_protocol.machines.producer import ProducerOutput
+from river_sync.events import Event
+
+
+@dataclass(slots=True)
+class ClientStats:
+    running: int = 0
+    timed_out: int = 0  # runs whose token was set by their job timeout
+    stuck: int = 0  # runs still going 10 s after their timeout
+    stuck_now: int = 0  # of those, still running now
+
+
+def election_config(value: bool | LeaderElectionConfig) -> LeaderElectionConfig | None:
+    """The ``leader_election`` argument as a config (None: this client never leads)."""
+    if isinstance(value, LeaderElectionConfig):
+        return value
+    if not isinstance(value, bool):
+        raise ValidationError(f"leader_election must be a bool or a LeaderElectionConfig, got {value!r}")
+    return LeaderElectionConfig() if value else None
+
+
+def accepts_triggers(runner: Any) -> bool:
+    """Whether a producer takes fetch triggers and control messages yet."""
+    # Before its start upsert answered a producer accepts no triggers; its own start
+    # fetch covers anything announced meanwhile (Go subscribes only after that upsert).
+    return runner.machine.state.value not in ("new", "starting")
+
+
+def report_producer_output(queue: str, out: ProducerOutput, publish: Callable[[Event], None],
+                           log: logging.Logger) -> None:
+    """Publish a producer's queue events and log a failed start."""
+    for qe in out.queue_events:
+        publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
+    if out.start_error is not None:
+        log.error("river: producer for queue %r failed to start: %s", queue, out.start_error)
+
+
+def report_completer_output(out: CompleterOutput, publish: Callable[[Event], None],
+                            log: logging.Logger) -> None:
+    """Publish the completions' events and log the outcomes that could not be recorded."""
+    for completion in out.completions:
+        kind = EVENT_FOR_REASON[completion.reason]
+        publish(Event(kind, job=completion.job, queue=completion.job.queue))
+    for missing in out.missing:
+        log.info("river: job %d was deleted before its outcome was recorded", missing.update.id)
+    for dropped in out.dropped:
+        log.error("river: outcome of job %d was lost: %s", dropped.update.id, dropped.error)

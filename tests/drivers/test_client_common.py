@@ -1,0 +1,73 @@
+"""The non-waiting client logic both drivers share (river_sync.client_common)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+
+from river_protocol.args import arg_field
+from river_protocol.client_core import EventKind, LeaderElectionConfig
+from river_protocol.errors import ValidationError
+from river_protocol.machines.completer import CompleterOutput, Completion, CompletionReason
+from river_protocol.machines.producer import ProducerOutput, QueueEvent, QueueEventKind
+from river_sync.client_common import (
+    accepts_triggers,
+    election_config,
+    report_completer_output,
+    report_producer_output,
+)
+from river_sync.events import Event
+from river_sync.testing.builder import build_job
+
+log = logging.getLogger("test.client_common")
+
+
+@dataclass
+class Ping:
+    kind: ClassVar[str] = "ping"
+    n: int = arg_field(json="n")
+
+
+def test_election_config() -> None:
+    custom = LeaderElectionConfig()
+    assert election_config(custom) is custom
+    assert isinstance(election_config(True), LeaderElectionConfig)
+    assert election_config(False) is None
+    with pytest.raises(ValidationError, match="leader_election must be a bool"):
+        election_config("yes")  # type: ignore[arg-type]
+
+
+def test_accepts_triggers_only_after_start() -> None:
+    class Runner:
+        class machine:
+            class state:
+                value = "new"
+
+    assert not accepts_triggers(Runner)
+    Runner.machine.state.value = "starting"
+    assert not accepts_triggers(Runner)
+    Runner.machine.state.value = "running"
+    assert accepts_triggers(Runner)
+
+
+def test_report_producer_output(caplog: pytest.LogCaptureFixture) -> None:
+    events: list[Event] = []
+    paused = QueueEvent(QueueEventKind.PAUSED, "q")
+    out = ProducerOutput(queue_events=(paused,), start_error=RuntimeError("x"))
+    with caplog.at_level(logging.ERROR, logger="test.client_common"):
+        report_producer_output("q", out, events.append, log)
+    assert [(e.kind, e.queue) for e in events] == [(EventKind.QUEUE_PAUSED, "q")]
+    assert "producer for queue 'q' failed to start: x" in caplog.text
+
+
+def test_report_completer_output() -> None:
+    events: list[Event] = []
+    job = build_job(Ping(1), id=7)
+    out = CompleterOutput(completions=(Completion(job, CompletionReason.COMPLETED),))
+    report_completer_output(out, events.append, log)
+    assert [(e.kind, e.job.id if e.job else None, e.queue) for e in events] == [
+        (EventKind.JOB_COMPLETED, 7, job.queue)
+    ]
