@@ -29,10 +29,7 @@ import argparse
 import dataclasses
 import json
 import os
-import random
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,9 +38,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
+
+from river_sync.bench import count_completed as _completed
+from river_sync.bench import peak_rss_mb as _peak_rss_mb
+from river_sync.bench import percentile
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BULK_BATCH = 1_000
@@ -81,10 +82,6 @@ def _queue(max_workers: int, cooldown_ms: float, poll_ms: float) -> Any:
         fetch_cooldown=timedelta(milliseconds=cooldown_ms),
         fetch_poll_interval=timedelta(milliseconds=max(poll_ms, cooldown_ms)),
     )
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 # ---------------------------------------------------------------- scratch databases
@@ -149,31 +146,16 @@ def _empty_jobs(url: str) -> None:
                 ex.conn.execute(f"DELETE FROM {table}")
 
 
-def _completed(db: Any) -> int:
-    from river_protocol.intents import CountJobs
-
-    counts = db.run(CountJobs(), readonly=True)
-    return sum(n for (state, _q, _k), n in counts.items() if state.value == "completed")
-
-
 # ---------------------------------------------------------------- inserts (in process)
 
 
 def fast_insert(url: str, n: int, batch: int = BULK_BATCH) -> float:
     """Jobs/s through ``InsertJobsFast`` (planning included, as River's InsertManyFast does)."""
-    from river_protocol.client_core import ClientConfig, ClientCore
-    from river_protocol.intents import InsertJobsFast
     from river_sync import Database
+    from river_sync.bench import fast_insert as bulk_insert
 
     with Database.from_url(url) as db:
-        core = ClientCore(ClientConfig(client_id="bench", dialect=db.dialect.name), _workers(),
-                          random.Random(1))
-        start = time.perf_counter()
-        for first in range(0, n, batch):
-            plan = core.plan_insert([Noop(i) for i in range(first, min(n, first + batch))],
-                                    datetime.now(UTC))
-            db.run(InsertJobsFast(jobs=plan.insert.jobs))
-        return n / (time.perf_counter() - start)
+        return bulk_insert(db, n, Noop, batch=batch)
 
 
 def bench_inserts(url: str, n_single: int, n_bulk: int) -> dict[str, float]:
@@ -293,25 +275,17 @@ def bench_burn(url: str, n: int, cooldown_ms: float, poll_ms: float,
 
 
 def _percentiles(values: list[float]) -> tuple[float, float, float]:
-    if len(values) < 2:
-        v = values[0] if values else float("nan")
-        return v, v, v
-    cuts = statistics.quantiles(values, n=100, method="inclusive")
-    return statistics.median(values), cuts[94], max(values)
+    ordered = sorted(values)
+    return percentile(ordered, 0.5), percentile(ordered, 0.95), percentile(ordered, 1.0)
 
 
 def _db_latencies(url: str) -> list[float]:
     """Seconds from created_at to finalized_at of every completed job."""
     from river_sync import Database
+    from river_sync.bench import db_latencies
 
-    with Database.from_url(url) as db, db.executor(readonly=True) as ex:
-        if db.dialect.name == "postgres":
-            sql = ("SELECT extract(epoch FROM finalized_at - created_at)::float8 FROM river_job"
-                   " WHERE state = 'completed'")
-        else:
-            sql = ("SELECT (julianday(finalized_at) - julianday(created_at)) * 86400.0 FROM river_job"
-                   " WHERE state = 'completed'")
-        return [float(r[0]) for r in ex.conn.execute(sql).fetchall()]
+    with Database.from_url(url) as db:
+        return db_latencies(db)
 
 
 def bench_latency(url: str, seconds: float, cooldown_ms: float, poll_ms: float) -> dict[str, Any]:

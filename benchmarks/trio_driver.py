@@ -27,13 +27,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import trio
@@ -83,18 +82,13 @@ async def _completed_async(db: Any) -> int:
 
 
 async def _fast_insert(url: str, n: int, batch: int = BULK_BATCH) -> float:
-    from river_protocol.client_core import ClientConfig, ClientCore
-    from river_protocol.intents import InsertJobsFast
+    from river_sync.bench import fast_insert_intents
     from river_trio import AsyncDatabase
 
     async with await AsyncDatabase.from_url(url) as db:
-        core = ClientCore(ClientConfig(client_id="bench", dialect=db.dialect.name), _async_workers(),
-                          random.Random(1))
         start = time.perf_counter()
-        for first in range(0, n, batch):
-            plan = core.plan_insert([Noop(i) for i in range(first, min(n, first + batch))],
-                                    datetime.now(UTC))
-            await db.run(InsertJobsFast(jobs=plan.insert.jobs))
+        for intent in fast_insert_intents(db.dialect.name, n, Noop, batch=batch):
+            await db.run(intent)
         return n / (time.perf_counter() - start)
 
 
