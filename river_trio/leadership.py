@@ -14,13 +14,12 @@ the statement and rolls it back), so a new leader never overlaps our services.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import trio
 
 from river_protocol.client_core import ClientCore
-from river_protocol.errors import ValidationError
 from river_protocol.leadership import (
     Leadership,
     LeadershipOutput,
@@ -34,6 +33,7 @@ from river_protocol.machines import periodic as periodic_machine
 from river_protocol.machines.base import Event, Stop
 from river_protocol.machines.elector import LeadershipNotification
 from river_protocol.machines.notifications import TOPIC_LEADERSHIP, parse_leadership
+from river_sync.leadership import PeriodicJobs
 from river_trio.database import AsyncDatabase
 from river_trio.runner import MachineRunner
 
@@ -41,37 +41,6 @@ log = logging.getLogger(__name__)
 
 SERVICE_STOP_WAIT = 10.0  # seconds a service may finish its statement when leadership ends
 ELECTOR_STOP_WAIT = 20.0  # the resign gets up to 3 attempts (1 + 2 + 3 s) plus back-off
-
-
-class PeriodicJobs:
-    """``client.periodic_jobs``: add or remove periodic jobs at any time (Go's PeriodicJobBundle).
-
-    No I/O, so these are plain methods. Only the leader enqueues; definitions
-    added while this client follows take effect when it wins.
-    """
-
-    def __init__(self, driver: LeaderDriver) -> None:
-        self._driver = driver
-
-    def add(self, job: PeriodicJob) -> int:
-        return self.add_many((job,))[0]
-
-    def add_many(self, jobs: Iterable[PeriodicJob]) -> list[int]:
-        return self._driver.add_periodic(tuple(jobs))
-
-    def remove(self, handle: int) -> bool:
-        """True when the handle was registered."""
-        return self._driver.remove_periodic(handle=handle)
-
-    def remove_by_id(self, periodic_id: str) -> bool:
-        return self._driver.remove_periodic(periodic_id=periodic_id)
-
-    def clear(self) -> None:
-        for handle, _ in self._driver.periodic_handles():
-            self.remove(handle)
-
-    def __len__(self) -> int:
-        return len(self._driver.periodic_handles())
 
 
 class LeaderDriver:
@@ -230,9 +199,6 @@ class LeaderDriver:
     # ---------------------------------------------------------------- periodic jobs
 
     def add_periodic(self, jobs: tuple[PeriodicJob, ...]) -> list[int]:
-        for job in jobs:
-            if not isinstance(job, PeriodicJob):
-                raise ValidationError(f"expected a PeriodicJob, got {type(job).__name__}")
         handles, event = self._registry.add_many(jobs)
         self._post_enqueuer(event)
         return list(handles)
