@@ -33,7 +33,7 @@ def lint(session: nox.Session) -> None:
 @nox.session(python=PY)
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".", "mypy")
-    session.run("mypy", "--strict", "river_protocol")
+    session.run("mypy", "--strict", "river_protocol", "river_sync", "river_trio")
 
 
 @nox.session(python=PY)

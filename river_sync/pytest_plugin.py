@@ -64,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _truncate_sqlite(url: str) -> None:
-    from river_sync.database import sqlite_path_from_url
+    from river_sync.connections import sqlite_path_from_url
     from river_sync.sqlite_compat import connect_sqlite
 
     conn = connect_sqlite(sqlite_path_from_url(url))

@@ -81,11 +81,12 @@ from river_sync.client_common import (
     report_producer_output,
 )
 from river_sync.connections import sqlalchemy_kind
+from river_sync.leadership import PeriodicJobs
 from river_trio.admin import JobsAPI, QueuesAPI
 from river_trio.context import CancellationToken, WorkContext
 from river_trio.database import AsyncDatabase
 from river_trio.events import EventHub, Subscription
-from river_trio.leadership import LeaderDriver, PeriodicJobs
+from river_trio.leadership import LeaderDriver
 from river_trio.notifier import NotifierProtocol, notifier_for
 from river_trio.runner import MachineRunner, trio_deadline, utcnow
 
