@@ -19,10 +19,12 @@ import dataclasses
 import math
 import random
 import resource
+import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TextIO
 
@@ -48,6 +50,7 @@ REPORT_PERIOD = 1.0  # seconds between progress lines
 # bookkeeping: runners size theirs to at least the burn-down's job count.
 SUBSCRIBE_SIZE = 1_000_000
 FINISH_EVENTS = (EventKind.JOB_COMPLETED, EventKind.JOB_CANCELLED, EventKind.JOB_FAILED)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # as Go's bench: the first ends the run, with its summary
 
 MODE_BURN_DOWN = "burn-down"
 MODE_CONTINUOUS = "continuous"
@@ -402,24 +405,48 @@ def db_latencies(db: Any) -> list[float]:
 # ---------------------------------------------------------------- the threaded runner
 
 
+@contextmanager
+def stop_on_signals(on_first: Callable[[], None]) -> Iterator[None]:
+    """While open, the first SIGINT/SIGTERM calls ``on_first`` (the run then ends with its
+    summary); a second raises KeyboardInterrupt, abandoning a slow stop. Only the main thread
+    can handle signals, so elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = 0
+
+    def handle(signum: int, frame: Any) -> None:
+        nonlocal received
+        received += 1
+        if received > 1:
+            raise KeyboardInterrupt
+        on_first()
+
+    previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run_sync(plan: BenchPlan, tally: Tally, out: TextIO) -> BenchResult:
     """Work the benchmark with a ``river_sync.Client``; ``tally`` already counts any bulk-loaded
-    jobs. Prints a period line to ``out`` every ``REPORT_PERIOD``; Ctrl-C ends the run early
-    (the summary is still computed)."""
+    jobs. Prints a period line to ``out`` every ``REPORT_PERIOD``; SIGINT/SIGTERM end the run
+    early (the summary is still computed)."""
     from river_sync.client import Client
 
     client = Client(plan.url, schema=plan.schema, workers=bench_workers(),
                     queues=bench_queues(plan.max_workers), fetch_cooldown=FETCH_COOLDOWN)
     sub = client.subscribe(FINISH_EVENTS, maxsize=max(SUBSCRIBE_SIZE, plan.total_jobs or 0))
     done = threading.Event()
+    stop_inserting = threading.Event()
 
     def collect() -> None:
         for event in sub:
             on_event(tally, event)
             if plan.total_jobs and tally.worked >= plan.total_jobs:
                 done.set()
-
-    stop_inserting = threading.Event()
 
     def insert_continuously() -> None:
         num = tally.inserted
@@ -434,45 +461,51 @@ def run_sync(plan: BenchPlan, tally: Tally, out: TextIO) -> BenchResult:
             results = client.insert_many(args)
             tally.add_inserted([r.job.id for r in results], at)
 
+    def interrupted() -> None:
+        print("bench: signal received; stopping (a second one abandons the stop)", file=out, flush=True)
+        done.set()
+
     collector = threading.Thread(target=collect, name="river-bench-events", daemon=True)
     inserter = threading.Thread(target=insert_continuously, name="river-bench-insert", daemon=True)
     collector.start()
-    try:
-        if plan.mode == MODE_CONTINUOUS:
-            at = time.perf_counter()  # a first backlog, so workers have jobs from the start
-            results = client.insert_many([BenchmarkArgs(i + 1) for i in range(CONTINUOUS_BATCH)])
-            tally.add_inserted([r.job.id for r in results], at)
-        client.start()
-        tally.start(time.perf_counter())
-        if plan.mode == MODE_CONTINUOUS:
-            inserter.start()
-        deadline = None if plan.duration is None else tally.started_at + plan.duration  # type: ignore[operator]
-        next_report = time.perf_counter() + REPORT_PERIOD
+    with stop_on_signals(interrupted):
         try:
-            while True:
-                now = time.perf_counter()
-                if deadline is not None and now >= deadline:
-                    break
-                wake = min(next_report, deadline if deadline is not None else next_report)
-                if done.wait(max(wake - now, 0)):
-                    break
-                now = time.perf_counter()
-                if now >= next_report:
-                    print(period_line(tally.take_period(now)), file=out, flush=True)
-                    next_report += REPORT_PERIOD
-        except KeyboardInterrupt:
-            print("bench: interrupted; stopping", file=out, flush=True)
-        ended_at = time.perf_counter()
-        tally.end(ended_at)
-        final = tally.take_period(ended_at)
-        if final.seconds > 0.05 or final.worked:
-            print(period_line(final), file=out, flush=True)
-    finally:
-        stop_inserting.set()
-        if inserter.is_alive():
-            inserter.join()
-        client.stop()
-        tally.dropped = sub.dropped
-        sub.close()
-        collector.join(10)
+            if plan.mode == MODE_CONTINUOUS:
+                at = time.perf_counter()  # a first backlog, so workers have jobs from the start
+                results = client.insert_many([BenchmarkArgs(i + 1) for i in range(CONTINUOUS_BATCH)])
+                tally.add_inserted([r.job.id for r in results], at)
+            client.start()
+            tally.start(time.perf_counter())
+            if plan.mode == MODE_CONTINUOUS:
+                inserter.start()
+            ended_at = _report_until_done(plan, tally, out, done)
+        finally:
+            stop_inserting.set()
+            if inserter.is_alive():
+                inserter.join()
+            client.stop()
+            tally.dropped = sub.dropped
+            sub.close()
+            collector.join(10)
     return result_of(plan, tally, ended_at)
+
+
+def _report_until_done(plan: BenchPlan, tally: Tally, out: TextIO, done: threading.Event) -> float:
+    """Print period lines until ``done`` or the duration is up; returns when the run ended."""
+    started = time.perf_counter()
+    deadline = math.inf if plan.duration is None else started + plan.duration
+    next_report = started + REPORT_PERIOD
+    while True:
+        now = time.perf_counter()
+        if now >= deadline or done.wait(max(min(next_report, deadline) - now, 0)):
+            break
+        now = time.perf_counter()
+        if now >= next_report:
+            print(period_line(tally.take_period(now)), file=out, flush=True)
+            next_report += REPORT_PERIOD
+    ended_at = time.perf_counter()
+    tally.end(ended_at)
+    final = tally.take_period(ended_at)
+    if final.seconds > 0.05 or final.worked:
+        print(period_line(final), file=out, flush=True)
+    return ended_at

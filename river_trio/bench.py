@@ -7,7 +7,6 @@ inserter and the one-second progress lines as tasks of one nursery.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from typing import TextIO
@@ -21,6 +20,7 @@ from river_sync.bench import (
     FINISH_EVENTS,
     MODE_CONTINUOUS,
     REPORT_PERIOD,
+    STOP_SIGNALS,
     SUBSCRIBE_SIZE,
     BenchmarkArgs,
     BenchPlan,
@@ -78,13 +78,15 @@ async def _run(plan: BenchPlan, tally: Tally, out: TextIO) -> float:
             print(period_line(tally.take_period(time.perf_counter())), file=out, flush=True)
             next_report += REPORT_PERIOD
 
-    async def until_interrupted() -> None:
-        # Ctrl-C ends the measurement and still prints the summary (Go's bench does too).
+    async def until_signalled() -> None:
+        # The first SIGINT/SIGTERM ends the run with its summary (as Go's bench); once this
+        # receiver is closed a second one interrupts as usual, abandoning a slow stop.
         if threading.current_thread() is not threading.main_thread():
-            await trio.sleep_forever()
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            return
+        with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
             async for _ in signals:
-                print("bench: interrupted; stopping", file=out, flush=True)
+                print("bench: signal received; stopping (a second one abandons the stop)", file=out,
+                      flush=True)
                 done.set()
                 return
 
@@ -98,7 +100,7 @@ async def _run(plan: BenchPlan, tally: Tally, out: TextIO) -> float:
         tally.start(time.perf_counter())
         async with trio.open_nursery() as measuring:
             measuring.start_soon(report)
-            measuring.start_soon(until_interrupted)
+            measuring.start_soon(until_signalled)
             if plan.mode == MODE_CONTINUOUS:
                 measuring.start_soon(insert_continuously)
             with trio.move_on_after(plan.duration if plan.duration is not None else float("inf")):

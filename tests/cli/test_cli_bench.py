@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -252,6 +253,36 @@ def test_installed_command(tmp_path: Path, sqlite_template: Path) -> None:
     figures = json.loads(proc.stdout)
     assert figures["jobs"] == 500 and figures["jobs_per_sec"] > 0
     assert states(url) == {(BENCH_KIND, "completed"): 500}
+
+
+@pytest.mark.parametrize("driver, signum", [("sync", signal.SIGINT), ("trio", signal.SIGTERM)])
+def test_a_signal_ends_an_open_ended_run_with_its_summary(
+    tmp_path: Path, sqlite_template: Path, driver: str, signum: int
+) -> None:
+    url = fresh_sqlite(tmp_path, sqlite_template)
+    proc = subprocess.Popen(
+        [str(RIVER), "bench", "--database-url", url, "--driver", driver, "--max-workers", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A shell's background jobs ignore SIGINT, and children inherit that: restore it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:  # no duration: it runs until signalled
+            seen.append(line)
+            if PERIOD_LINE.match(line.rstrip("\n")):
+                break
+        proc.send_signal(signum)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(seen) + rest
+    assert proc.returncode == 0, err
+    assert "bench: signal received; stopping" in out
+    final = FINAL_LINE.search(out)
+    assert final is not None and int(final.group(1)) > 0, out
 
 
 # ---------------------------------------------------------------- the measuring core
