@@ -209,6 +209,21 @@ def test_migrates_the_default_sqlite_database(
         assert m.validate().ok
 
 
+def test_custom_schema_on_postgres(capsys: pytest.CaptureFixture[str], migrated_pg_url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(migrated_pg_url, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA bench_custom")
+    code, out, err = run(capsys, "--database-url", migrated_pg_url, "--schema", "bench_custom", "-n", "300",
+                         "--json", "--driver", "trio")
+    assert code == 0, err
+    figures = json.loads(out)
+    assert figures["jobs"] == 300 and figures["migrated"]  # the schema had no River tables yet
+    with psycopg.connect(migrated_pg_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT kind, state::text, count(*) FROM bench_custom.river_job GROUP BY 1, 2")
+        assert rows.fetchall() == [(BENCH_KIND, "completed", 300)]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--duration", "2s", "-n", "10"], "not allowed with argument"),
     (["--duration", "soon"], "invalid duration"),
