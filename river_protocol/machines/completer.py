@@ -122,8 +122,9 @@ class Completer(Machine):
         backpressure_low: int = COMPLETER_BACKPRESSURE_LOW,
         flush_when_idle: bool = False,
     ) -> None:
-        """``flush_when_idle`` turns Go's timed batching into group commit: a request is sent
-        as soon as no statement is in flight, and requests arriving meanwhile form the next
+        """``flush_when_idle`` turns Go's timed batching into group commit: requests are sent
+        as soon as no statement is in flight (on a tick due at once, after the driver has
+        handed over the events it holds), and requests arriving meanwhile form the next
         batch. Rows end up exactly the same; only when they are written changes (low latency
         at low load, batches as large as the load makes them at high load)."""
         super().__init__()
@@ -185,12 +186,19 @@ class Completer(Machine):
             self._tick_started = True
             self._timers["tick"] = now
         self._update_backpressure()
-        if self._idle() and (self._flush_when_idle or len(self._pending) >= COMPLETER_BACKLOG_SIGNAL):
-            self._start_flush(now)
+        if self._idle():
+            if len(self._pending) >= COMPLETER_BACKLOG_SIGNAL:
+                self._start_flush(now)
+            elif self._flush_when_idle:
+                # Due at once, but as a timer: the driver hands over every event it already
+                # holds before it ticks, so submissions queued behind this one join the batch.
+                self._timers["flush"] = now
 
     def _on_tick(self, event: Tick, now: datetime) -> None:
         if self._due("retry", now):
             self._send_current()
+        if self._due("flush", now) and self._idle() and self._pending:
+            self._start_flush(now)
         if not self._due("tick", now):
             return
         tick, self._ticks = self._ticks, self._ticks + 1
@@ -269,12 +277,12 @@ class Completer(Machine):
             self._send_current()
             return
         if self._current is None and self._pending and (
-            self._flush_when_idle
-            or len(self._pending) >= COMPLETER_FLUSH_THRESHOLD
-            or self.state is _S.STOPPING
+            len(self._pending) >= COMPLETER_FLUSH_THRESHOLD or self.state is _S.STOPPING
         ):
             self._start_flush(now)
             return
+        if self._current is None and self._pending and self._flush_when_idle:
+            self._timers["flush"] = now
         self._update_backpressure()
         self._maybe_stopped()
 

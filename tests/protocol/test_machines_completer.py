@@ -288,13 +288,17 @@ def test_updates_are_never_lost_or_duplicated(steps: list[tuple[str, int]], rng:
 
 def test_group_commit_sends_at_once_when_idle_and_batches_what_arrives_meanwhile() -> None:
     c = Completer(FixedRng(), flush_when_idle=True)
-    first = statement(c.handle(submit(1), at(0)))  # idle: no tick needed
-    assert [u.id for u in first.updates] == [1]
+    out = c.handle(submit(1), at(0))
+    assert out.intents == () and out.next_deadline == at(0)  # due at once, as a timer
+    out = c.handle(submit(9), at(0))  # an event the driver already held joins the batch
+    first = statement(c.handle(Tick(), at(0)))
+    assert sorted(u.id for u in first.updates) == [1, 9]
     for job_id in (2, 3, 4):  # a statement is in flight: these wait for it
         assert c.handle(submit(job_id), at(0.001)).intents == ()
     out = c.handle(IntentSucceeded(first, rows_for(first)), at(0.002))
-    assert [x.job.id for x in out.completions] == [1]
-    second = statement(out)
+    assert sorted(x.job.id for x in out.completions) == [1, 9]
+    assert out.next_deadline == at(0.002)
+    second = statement(c.handle(Tick(), at(0.002)))
     assert sorted(u.id for u in second.updates) == [2, 3, 4]
     out = c.handle(IntentSucceeded(second, rows_for(second)), at(0.003))
     assert sorted(x.job.id for x in out.completions) == [2, 3, 4]
@@ -303,14 +307,15 @@ def test_group_commit_sends_at_once_when_idle_and_batches_what_arrives_meanwhile
 
 def test_group_commit_retries_a_failed_batch_before_sending_newer_requests() -> None:
     c = Completer(FixedRng(), flush_when_idle=True)
-    first = statement(c.handle(submit(1), at(0)))
+    c.handle(submit(1), at(0))
+    first = statement(c.handle(Tick(), at(0)))
     out = c.handle(IntentFailed(first, RuntimeError("db down")), at(0.01))
     assert out.intents == ()  # waits for its back-off timer
     assert c.handle(submit(2), at(0.02)).intents == ()  # not idle: the retry owns the slot
     again = statement(c.handle(Tick(), at(2)))  # the back-off (about 1 s) has passed
     assert [u.id for u in again.updates] == [1]
-    out = c.handle(IntentSucceeded(again, rows_for(again)), at(2.001))
-    assert [u.id for u in statement(out).updates] == [2]
+    c.handle(IntentSucceeded(again, rows_for(again)), at(2.001))
+    assert [u.id for u in statement(c.handle(Tick(), at(2.001))).updates] == [2]
 
 
 def test_default_keeps_go_timing() -> None:
