@@ -288,31 +288,24 @@ def _db_latencies(url: str) -> list[float]:
         return db_latencies(db)
 
 
-def bench_latency(url: str, seconds: float, cooldown_ms: float, poll_ms: float) -> dict[str, Any]:
-    from river_sync import Client, Database
+def latency_run(url: str, n: int, child_cmd: Callable[[str], list[str]],
+                insert_steadily: Callable[[int], dict[int, float]]) -> dict[str, Any]:
+    """Start a worker child (``child_cmd(out_path)``; it prints ``ready``, then records
+    start/done times per job id into ``out_path``), insert ``n`` jobs with
+    ``insert_steadily`` (job id -> wall time of the insert call) and report percentiles."""
+    from river_sync import Database
 
     _empty_jobs(url)
     fd, out_path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
-    cmd = [sys.executable, "-m", "benchmarks.sync_driver", "child-latency", url, out_path,
-           str(cooldown_ms), str(poll_ms)]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root)
+    proc = subprocess.Popen(child_cmd(out_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, cwd=root)
     try:
         assert proc.stdout is not None and proc.stdin is not None
         if proc.stdout.readline().strip() != "ready":
             return {"error": "worker process did not start"}
-        inserted: dict[int, float] = {}
-        n = int(seconds * LATENCY_RATE)
-        with Client(url, workers=_workers(), fetch_cooldown=timedelta(milliseconds=cooldown_ms)) as client:
-            client.insert(Noop(-1))  # warm; ignored below
-            t0 = time.perf_counter()
-            for i in range(n):
-                delay = t0 + i / LATENCY_RATE - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-                at = time.time()
-                inserted[client.insert(Noop(i)).job.id] = at
+        inserted = insert_steadily(n)
         with Database.from_url(url, pool_size=1) as watch:
             deadline = time.monotonic() + 30
             while _completed(watch) < n + 1 and time.monotonic() < deadline:
@@ -333,6 +326,29 @@ def bench_latency(url: str, seconds: float, cooldown_ms: float, poll_ms: float) 
         "start": _percentiles(to_start),
         "event": _percentiles(to_done),
     }
+
+
+def bench_latency(url: str, seconds: float, cooldown_ms: float, poll_ms: float) -> dict[str, Any]:
+    from river_sync import Client
+
+    def insert_steadily(n: int) -> dict[int, float]:
+        inserted: dict[int, float] = {}
+        with Client(url, workers=_workers(), fetch_cooldown=timedelta(milliseconds=cooldown_ms)) as client:
+            client.insert(Noop(-1))  # warm; ignored below
+            t0 = time.perf_counter()
+            for i in range(n):
+                delay = t0 + i / LATENCY_RATE - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                at = time.time()
+                inserted[client.insert(Noop(i)).job.id] = at
+        return inserted
+
+    def child(out_path: str) -> list[str]:
+        return [sys.executable, "-m", "benchmarks.sync_driver", "child-latency", url, out_path,
+                str(cooldown_ms), str(poll_ms)]
+
+    return latency_run(url, int(seconds * LATENCY_RATE), child, insert_steadily)
 
 
 # ---------------------------------------------------------------- report

@@ -29,7 +29,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -45,16 +44,14 @@ from benchmarks.sync_driver import (
     TARGETS,
     Noop,
     Scratch,
-    _completed,
-    _db_latencies,
     _empty_jobs,
     _fmt_rate,
     _migrated,
     _ms,
     _peak_rss_mb,
-    _percentiles,
     _queue,
     _section,
+    latency_run,
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -227,39 +224,11 @@ async def _insert_steadily(url: str, n: int, cooldown_ms: float) -> dict[int, fl
 
 
 def bench_latency(url: str, seconds: float, cooldown_ms: float, poll_ms: float) -> dict[str, Any]:
-    from river_sync import Database
-
-    _empty_jobs(url)
-    fd, out_path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    cmd = _child_cmd(["child-latency", url, out_path, str(cooldown_ms), str(poll_ms)])
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert proc.stdout is not None and proc.stdin is not None
-        if proc.stdout.readline().strip() != "ready":
-            return {"error": "worker process did not start"}
-        n = int(seconds * LATENCY_RATE)
-        inserted = trio.run(_insert_steadily, url, n, cooldown_ms)
-        with Database.from_url(url, pool_size=1) as watch:
-            deadline = time.monotonic() + 30
-            while _completed(watch) < n + 1 and time.monotonic() < deadline:
-                time.sleep(0.02)
-        proc.stdin.close()
-        proc.wait(timeout=30)
-        with open(out_path) as fh:
-            seen = {int(k): v for k, v in json.load(fh).items()}
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.unlink(out_path)
-    to_start = [seen[i][0] - t for i, t in inserted.items() if i in seen]
-    to_done = [seen[i][1] - t for i, t in inserted.items() if i in seen and seen[i][1] is not None]
-    return {
-        "jobs": n, "worked": len(to_start),
-        "db": _percentiles(_db_latencies(url)),
-        "start": _percentiles(to_start),
-        "event": _percentiles(to_done),
-    }
+    return latency_run(
+        url, int(seconds * LATENCY_RATE),
+        lambda out_path: _child_cmd(["child-latency", url, out_path, str(cooldown_ms), str(poll_ms)]),
+        lambda n: trio.run(_insert_steadily, url, n, cooldown_ms),
+    )
 
 
 # ---------------------------------------------------------------- report
