@@ -42,9 +42,9 @@ from datetime import timedelta
 from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
-from river_sync.bench import count_completed as _completed
-from river_sync.bench import peak_rss_mb as _peak_rss_mb
-from river_sync.bench import percentile
+from river_tools.bench import count_completed as _completed
+from river_tools.bench import peak_rss_mb as _peak_rss_mb
+from river_tools.bench import percentile
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BULK_BATCH = 1_000
@@ -127,7 +127,7 @@ class Scratch:
 
 
 def _migrated(scratch: Scratch, system: str, tag: str) -> str:
-    from river_sync.migrator import Migrator
+    from river_db.migrator import Migrator
 
     url = scratch.postgres(tag) if system == "postgres" else scratch.sqlite(tag)
     with Migrator(url) as migrator:
@@ -152,7 +152,7 @@ def _empty_jobs(url: str) -> None:
 def fast_insert(url: str, n: int, batch: int = BULK_BATCH) -> float:
     """Jobs/s through ``InsertJobsFast`` (planning included, as River's InsertManyFast does)."""
     from river_sync import Database
-    from river_sync.bench import fast_insert as bulk_insert
+    from river_tools.bench import fast_insert as bulk_insert
 
     with Database.from_url(url) as db:
         return bulk_insert(db, n, Noop, batch=batch)
@@ -282,7 +282,7 @@ def _percentiles(values: list[float]) -> tuple[float, float, float]:
 def _db_latencies(url: str) -> list[float]:
     """Seconds from created_at to finalized_at of every completed job."""
     from river_sync import Database
-    from river_sync.bench import db_latencies
+    from river_tools.bench import db_latencies
 
     with Database.from_url(url) as db:
         return db_latencies(db)

@@ -79,7 +79,7 @@ async def _completed_async(db: Any) -> int:
 
 
 async def _fast_insert(url: str, n: int, batch: int = BULK_BATCH) -> float:
-    from river_sync.bench import fast_insert_intents
+    from river_tools.bench import fast_insert_intents
     from river_trio import AsyncDatabase
 
     async with await AsyncDatabase.from_url(url) as db:

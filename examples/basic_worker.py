@@ -15,8 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import ClassVar
 
+from river_db.migrator import Migrator
 from river_sync import Client, EventKind, QueueConfig, WorkContext, Workers
-from river_sync.migrator import Migrator
 
 
 @dataclass

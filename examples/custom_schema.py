@@ -18,8 +18,8 @@ from typing import ClassVar
 
 import psycopg
 
+from river_db.migrator import Migrator
 from river_sync import Client, EventKind, QueueConfig, WorkContext, Workers
-from river_sync.migrator import Migrator
 
 SCHEMA = "billing_river"
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
+from river_db.migrator import Migrator
 from river_sync import (
     Client,
     EventKind,
@@ -24,7 +25,6 @@ from river_sync import (
     WorkContext,
     Workers,
 )
-from river_sync.migrator import Migrator
 
 
 @dataclass

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
+from river_db.migrator import Migrator
 from river_sync import Client, Database, QueueConfig, WorkContext, Workers, run_until_signalled
-from river_sync.migrator import Migrator
 
 
 @dataclass

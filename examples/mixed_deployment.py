@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, ClassVar
 
+from river_db.migrator import Migrator
 from river_sync import (
     Client,
     EventKind,
@@ -36,7 +37,6 @@ from river_sync import (
     WorkContext,
     Workers,
 )
-from river_sync.migrator import Migrator
 
 PYTHON_QUEUE = "python"
 GO_QUEUE = "default"  # what the Go service's Config.Queues lists

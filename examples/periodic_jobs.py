@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
+from river_db.migrator import Migrator
 from river_sync import Client, EventKind, PeriodicJob, QueueConfig, WorkContext, Workers
-from river_sync.migrator import Migrator
 
 
 @dataclass

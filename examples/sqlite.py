@@ -26,9 +26,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import ClassVar
 
+from river_db.migrator import Migrator
+from river_db.sqlite import connect_sqlite
 from river_sync import Client, EventKind, QueueConfig, WorkContext, Workers
-from river_sync.migrator import Migrator
-from river_sync.sqlite_compat import connect_sqlite
 
 
 @dataclass

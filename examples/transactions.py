@@ -21,9 +21,9 @@ from typing import ClassVar
 
 import sqlalchemy as sa
 
+from river_db.migrator import Migrator
+from river_db.sqlite import sqlite_module
 from river_sync import Client
-from river_sync.migrator import Migrator
-from river_sync.sqlite_compat import sqlite_module
 
 
 @dataclass

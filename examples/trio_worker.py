@@ -23,7 +23,7 @@ from typing import ClassVar
 import trio
 
 import river_trio
-from river_sync.migrator import Migrator
+from river_db.migrator import Migrator
 from river_trio import EventKind, InsertOpts, QueueConfig, WorkContext, Workers
 
 

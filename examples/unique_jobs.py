@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import ClassVar
 
+from river_db.migrator import Migrator
 from river_protocol.args import arg_field
 from river_sync import Client, InsertManyParams, InsertOpts, UniqueOpts
-from river_sync.migrator import Migrator
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The threaded driver: River's client on Postgres or SQLite with one thread per job."""
 
+from river_db.events import Event
 from river_protocol.admin import JobPage, JobRunningError, QueueAlreadyAddedError, QueueNotAddedError
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
@@ -22,7 +23,7 @@ from river_protocol.workers import Workers
 from river_sync.client import Client, ClientStats
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
-from river_sync.events import Event, Subscription
+from river_sync.events import Subscription
 from river_sync.signals import run_until_signalled
 from river_sync.transactions import transaction
 

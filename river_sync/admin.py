@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from river_db.executor import Executor
 from river_protocol.admin import (
     JobPage,
     JobRunningError,
@@ -49,7 +50,6 @@ from river_protocol.intents import (
 from river_protocol.job import JobRow
 from river_protocol.machines.notifications import TOPIC_CONTROL
 from river_protocol.states import JobState
-from river_sync.executor import Executor
 from river_sync.runner import utcnow
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class _Admin:
         """An executor in the caller's transaction, or one transaction of our own."""
         client = self._client
         if tx is not None:
-            from river_sync.txadapt import executor_for_caller_tx
+            from river_db.caller_tx import executor_for_caller_tx
 
             executor = executor_for_caller_tx(tx, schema=client.schema, expect=client.database.dialect.name)
             yield executor

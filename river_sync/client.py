@@ -33,6 +33,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from river_db.client_support import (
+    ClientStats,
+    accepts_triggers,
+    election_config,
+    report_completer_output,
+    report_producer_output,
+)
+from river_db.periodic_jobs import PeriodicJobs
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
     ClientConfig,
@@ -60,17 +68,10 @@ from river_protocol.retry import RetryPolicy
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
 from river_protocol.workers import Workers
 from river_sync.admin import JobsAPI, QueuesAPI
-from river_sync.client_common import (
-    ClientStats,
-    accepts_triggers,
-    election_config,
-    report_completer_output,
-    report_producer_output,
-)
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
 from river_sync.events import EventHub, Subscription
-from river_sync.leadership import LeaderDriver, PeriodicJobs
+from river_sync.leadership import LeaderDriver
 from river_sync.notifier import NotifierProtocol, notifier_for
 from river_sync.notifier import Subscription as NotifySubscription
 from river_sync.resumable import resumable_middleware
@@ -107,9 +108,7 @@ def _open_database(database: Any, schema: str | None) -> tuple[Database, bool]:
     if isinstance(database, Path):
         return Database.from_sqlite_path(str(database), schema=schema), True
     if isinstance(database, str):
-        if "://" in database:
-            return Database.from_url(database, schema=schema), True
-        return Database.from_sqlite_path(database, schema=schema), True
+        return Database.from_url(database, schema=schema), True
     module = type(database).__module__
     if module.startswith("psycopg_pool"):
         return Database.from_pool(database, schema=schema), False
@@ -360,7 +359,7 @@ class Client:
         with self._lock:
             plan = self._core.plan_insert(items, utcnow())
         if tx is not None:
-            from river_sync.txadapt import executor_for_caller_tx
+            from river_db.caller_tx import executor_for_caller_tx
 
             executor = executor_for_caller_tx(tx, schema=self.schema, expect=self._db.dialect.name)
             results = self._run_plan(executor, plan.intents)

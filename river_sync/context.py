@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from river_protocol.job import JobRow
 from river_protocol.outcomes import record_output
 from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
-from river_sync.resumable import ResumableSteps
+from river_sync.resumable import SyncResumableSteps
 
 if TYPE_CHECKING:
     from river_sync.client import Client
@@ -68,11 +68,11 @@ class CancellationToken:
             raise WorkCancelled(cause)
 
 
-class WorkContext(ResumableSteps):
+class WorkContext(SyncResumableSteps):
     """Per-run context: the job row, decoded args, the client and the cancellation token.
 
     Resumable steps (``step``, ``cursor``, ``set_cursor``, ``checkpoint``) come
-    from ``river_sync.resumable.ResumableSteps``.
+    from ``river_sync.resumable.SyncResumableSteps``.
     """
 
     def __init__(self, job: JobRow, args: Any, client: Client, token: CancellationToken) -> None:
@@ -105,8 +105,8 @@ class WorkContext(ResumableSteps):
         connection with an open transaction; the job is completed only if it
         commits. Returns the row as updated (None if the job no longer exists).
         """
+        from river_db.caller_tx import executor_for_caller_tx
         from river_protocol.intents import SetStateIfRunning
-        from river_sync.txadapt import executor_for_caller_tx
 
         update = complete_in_tx_update(self.job, datetime.now(UTC), self.metadata_updates)
         executor = executor_for_caller_tx(tx, schema=self.client.schema)

@@ -30,12 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from river_protocol.dialects.base import Dialect
-from river_protocol.dialects.postgres import PostgresDialect
-from river_protocol.dialects.sqlite import SQLiteDialect
-from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import Intent
-from river_sync.connections import (
+from river_db.connect import (
     DEFAULT_ACQUIRE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_POOL_SIZE,
@@ -45,20 +40,20 @@ from river_sync.connections import (
     connect_dedicated,
     dialect_for,
     engine_connect_args,
-    open_sqlite,
     pg_is_broken,
     pg_restore,
     pg_to_autocommit,
     pool_connect_args,
     sqlalchemy_kind,
-    sqlite_path_from_url,
-    sqlite_reader_count,
-    sqlite_reset,
-    sqlite_to_explicit,
-    strip_driver,
-    url_kind,
 )
-from river_sync.executor import Executor
+from river_db.executor import Executor
+from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
+from river_db.urls import parse_database_url
+from river_protocol.dialects.base import Dialect
+from river_protocol.dialects.postgres import PostgresDialect
+from river_protocol.dialects.sqlite import SQLiteDialect
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import Intent
 
 if TYPE_CHECKING:
     import psycopg
@@ -326,16 +321,17 @@ class Database:
         reader connections (SQLite always has exactly one writer). ``configure`` runs
         on each new Postgres connection (e.g. to set session parameters).
         """
-        if url_kind(url) == "postgres":
+        parsed = parse_database_url(url)
+        if parsed.dialect == "postgres":
             check_pool_size(pool_size)
             import psycopg
             from psycopg_pool import ConnectionPool
 
             # The pool only logs why it cannot connect and then times out; one direct
             # connection first surfaces the real error (bad host, auth, database...).
-            psycopg.connect(strip_driver(url), connect_timeout=max(1, int(connect_timeout))).close()
+            psycopg.connect(parsed.conninfo, connect_timeout=max(1, int(connect_timeout))).close()
             pool: ConnectionPool[Any] = ConnectionPool(
-                strip_driver(url),
+                parsed.conninfo,
                 min_size=1,
                 max_size=pool_size,
                 kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
@@ -350,7 +346,7 @@ class Database:
                 pool.close()
                 raise
             return cls(_PgPoolBackend(pool, owned=True, timeout=timeout), PostgresDialect(schema))
-        return cls.from_sqlite_path(sqlite_path_from_url(url), schema=schema, readers=pool_size,
+        return cls.from_sqlite_path(parsed.path, schema=schema, readers=pool_size,
                                     timeout=timeout)
 
     @classmethod

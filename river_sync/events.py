@@ -9,23 +9,11 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from river_db.events import Event
 from river_protocol.client_core import EventKind, parse_event_kinds
 from river_protocol.errors import ValidationError
-from river_protocol.job import JobRow
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """``job`` is the row as persisted (job events); ``queue`` names the queue (queue events)."""
-
-    kind: EventKind
-    job: JobRow | None = None
-    queue: str | None = None
-    metadata: bytes | None = None
-
 
 _CLOSED: Any = object()
 

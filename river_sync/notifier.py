@@ -15,7 +15,6 @@ once to cover the gap.
 from __future__ import annotations
 
 import logging
-import random
 import select
 import socket
 import threading
@@ -37,19 +36,14 @@ log = logging.getLogger(__name__)
 
 NotifyCallback = Callable[[str, str], None]
 
-BUFFER_SIZE = 1000
-PING_INTERVAL = 5.0
-LISTENER_TIMEOUT = 10.0
-SQLITE_POLL_INTERVAL = 0.05
-MAX_CHANNEL_BYTES = 63
-_BACKOFF_RESET_AFTER = 10
-
-
-def default_backoff(attempt: int, rng: random.Random | None = None) -> float:
-    """Seconds to wait before reconnect ``attempt`` (1-based): 1, 2, 4, ... 512, then
-    starting over, each ±10 % so a fleet doesn't reconnect in lockstep."""
-    base = 2.0 ** ((max(attempt, 1) - 1) % _BACKOFF_RESET_AFTER)
-    return base * (rng or random).uniform(0.9, 1.1)
+from river_db.notify_settings import (  # noqa: E402
+    BUFFER_SIZE,
+    LISTENER_TIMEOUT,
+    MAX_CHANNEL_BYTES,
+    PING_INTERVAL,
+    SQLITE_POLL_INTERVAL,
+    default_backoff,
+)
 
 
 class Subscription:
@@ -426,7 +420,7 @@ class Notifier(_Hub):
 
 
 def _connect_url(url: str, timeout: float) -> psycopg.Connection[Any]:
-    from river_sync.connections import connect_dedicated
+    from river_db.connect import connect_dedicated
 
     return connect_dedicated(url, {"connect_timeout": max(1, int(timeout))})
 

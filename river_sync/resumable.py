@@ -23,105 +23,29 @@ transaction, so it commits together with the business data (Go's
 
 from __future__ import annotations
 
-import inspect
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from river_protocol.intents import UpdateJobMetadata
+from river_db.resumable import UNSET, ResumableSteps
+from river_db.resumable import Step as Step
 from river_protocol.job import JobRow
 from river_protocol.outcomes import Completed
-from river_protocol.resumable import (
-    ResumableState,
-    StepStart,
-    encode_updates,
-    needs_state_up_front,
-    settle_run,
-)
+from river_protocol.resumable import needs_state_up_front, settle_run
 from river_protocol.work import outcome_from_result
 
 if TYPE_CHECKING:
     from river_sync.context import WorkContext
 
-_UNSET: Any = object()
+class SyncResumableSteps(ResumableSteps):
+    """The threaded driver's ``checkpoint``: a blocking write inside the caller's transaction."""
 
-
-def _decode(raw: bytes | None) -> Any:
-    return None if raw is None else json.loads(raw)
-
-
-class Step:
-    """One named step: a decorator that runs (or skips) the function, or a context manager."""
-
-    def __init__(self, ctx: ResumableSteps, name: str) -> None:
-        self._ctx = ctx
-        self.name = name
-        self._start: StepStart | None = None
-        self.skip = False
-        self.cursor: Any = None
-
-    def __call__(self, fn: Callable[..., Any]) -> Any:
-        """Run ``fn`` now unless the step is skipped; returns its result (None when skipped)."""
-        with self as step:
-            if step.skip:
-                return None
-            takes_cursor = _positional_count(fn) >= 1
-            return fn(step.cursor) if takes_cursor else fn()
-
-    def __enter__(self) -> Step:
-        self._start = self._ctx._resumable().begin(self.name)
-        self.skip = not self._start.run
-        self.cursor = _decode(self._start.cursor)
-        return self
-
-    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        if self._start is not None and self._start.run:
-            self._ctx._resumable().end(self.name, exc)
-
-
-def _positional_count(fn: Callable[..., Any]) -> int:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return 0
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL))
-
-
-class ResumableSteps:
-    """Mixed into ``WorkContext``; needs ``job``, ``client`` and ``metadata_updates``."""
-
-    job: JobRow
-    client: Any
-    metadata_updates: dict[str, Any]
-    _resumable_state: ResumableState | None = None
-
-    def _resumable(self) -> ResumableState:
-        if self._resumable_state is None:
-            self._resumable_state = ResumableState.from_metadata(self.job.metadata)
-        return self._resumable_state
-
-    def step(self, name: str) -> Step:
-        """The step ``name`` (unique within a run); see the module docstring."""
-        return Step(self, name)
-
-    def cursor(self, name: str) -> Any:
-        """The cursor stored for step ``name`` by an earlier attempt or ``set_cursor`` (None if none)."""
-        return _decode(self._resumable().cursor(name))
-
-    def set_cursor(self, name: str, value: Any) -> None:
-        """Record progress of the running step ``name``; kept if the attempt fails (Go-JSON encoded)."""
-        self._resumable().set_cursor(name, value)
-
-    def checkpoint(self, tx: Any, *, cursor: Any = _UNSET) -> JobRow | None:
+    def checkpoint(self, tx: Any, *, cursor: Any = UNSET) -> JobRow | None:
         """Store the current step (and cursor) inside ``tx`` now; returns the updated row."""
-        from river_sync.txadapt import executor_for_caller_tx
+        from river_db.caller_tx import executor_for_caller_tx
 
-        state = self._resumable()
-        if cursor is not _UNSET and state.current_step:
-            state.set_cursor(state.current_step, cursor)
-        updates = state.checkpoint_updates()
+        intent, updates = self._checkpoint_intent(cursor)
         executor = executor_for_caller_tx(tx, schema=self.client.schema)
-        row: JobRow = executor.run(UpdateJobMetadata(self.job.id, encode_updates(updates)))
+        row: JobRow = executor.run(intent)
         self.metadata_updates.update(updates)
         return row
 

@@ -46,6 +46,16 @@ from typing import Any
 
 import trio
 
+from river_db.client_support import (
+    ClientStats,
+    accepts_triggers,
+    election_config,
+    report_completer_output,
+    report_producer_output,
+)
+from river_db.connect import sqlalchemy_kind
+from river_db.periodic_jobs import PeriodicJobs
+from river_db.urls import dialect_of_url
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
     ClientConfig,
@@ -73,15 +83,6 @@ from river_protocol.resumable import needs_state_up_front, settle_run
 from river_protocol.retry import RetryPolicy
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry, Workers
-from river_sync.client_common import (
-    ClientStats,
-    accepts_triggers,
-    election_config,
-    report_completer_output,
-    report_producer_output,
-)
-from river_sync.connections import sqlalchemy_kind
-from river_sync.leadership import PeriodicJobs
 from river_trio.admin import JobsAPI, QueuesAPI
 from river_trio.context import CancellationToken, WorkContext
 from river_trio.database import AsyncDatabase
@@ -118,14 +119,7 @@ def _dialect_of(database: Any) -> str:
     if isinstance(database, Path):
         return "sqlite"
     if isinstance(database, str):
-        if "://" not in database:
-            return "sqlite"
-        scheme = database.partition("://")[0].split("+", 1)[0].lower()
-        if scheme in ("postgres", "postgresql"):
-            return "postgres"
-        if scheme == "sqlite":
-            return "sqlite"
-        raise ValidationError(f"unsupported database URL {scheme!r}://...: use postgres://, postgresql:// or sqlite://")
+        return dialect_of_url(database)
     module = type(database).__module__
     if module.startswith("psycopg_pool"):
         return "postgres"
@@ -148,9 +142,7 @@ async def _open_database(database: Any, schema: str | None) -> tuple[AsyncDataba
     if isinstance(database, Path):
         return await AsyncDatabase.from_sqlite_path(str(database), schema=schema), True
     if isinstance(database, str):
-        if "://" in database:
-            return await AsyncDatabase.from_url(database, schema=schema), True
-        return await AsyncDatabase.from_sqlite_path(database, schema=schema), True
+        return await AsyncDatabase.from_url(database, schema=schema), True
     if type(database).__module__.startswith("psycopg_pool"):
         return AsyncDatabase.from_pool(database, schema=schema), False
     return AsyncDatabase.from_sqlalchemy_engine(database, schema=schema), False

@@ -23,18 +23,16 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from river_protocol.intents import SetStateIfRunning, UpdateJobMetadata
+from river_db.resumable import UNSET, ResumableSteps, Step, positional_count
+from river_protocol.intents import SetStateIfRunning
 from river_protocol.job import JobRow
 from river_protocol.outcomes import record_output
-from river_protocol.resumable import encode_updates
 from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
-from river_sync.resumable import ResumableSteps, Step
 from river_trio.runner import utcnow
 
 if TYPE_CHECKING:
     from river_trio.client import Client
 
-_UNSET: Any = object()
 
 
 class CancellationToken:
@@ -87,19 +85,11 @@ class AsyncStep(Step):
         async with self as step:
             if step.skip:
                 return None
-            takes_cursor = _positional_count(fn) >= 1
+            takes_cursor = positional_count(fn) >= 1
             result = fn(step.cursor) if takes_cursor else fn()
             if inspect.isawaitable(result):
                 result = await result
             return result
-
-
-def _positional_count(fn: Callable[..., Any]) -> int:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return 0
-    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL))
 
 
 class WorkContext(ResumableSteps):
@@ -151,15 +141,12 @@ class WorkContext(ResumableSteps):
         self.completed_in_tx = True
         return rows[0] if rows else None
 
-    async def checkpoint(self, tx: Any, *, cursor: Any = _UNSET) -> JobRow | None:  # type: ignore[override]
+    async def checkpoint(self, tx: Any, *, cursor: Any = UNSET) -> JobRow | None:
         """Store the current step (and cursor) inside ``tx`` now; returns the updated row."""
         from river_trio.txadapt import executor_for_caller_tx
 
-        state = self._resumable()
-        if cursor is not _UNSET and state.current_step:
-            state.set_cursor(state.current_step, cursor)
-        updates = state.checkpoint_updates()
+        intent, updates = self._checkpoint_intent(cursor)
         executor = await executor_for_caller_tx(tx, schema=self.client.schema)
-        row: JobRow = await executor.run(UpdateJobMetadata(self.job.id, encode_updates(updates)))
+        row: JobRow = await executor.run(intent)
         self.metadata_updates.update(updates)
         return row

@@ -29,12 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import trio
 
-from river_protocol.dialects.base import Dialect
-from river_protocol.dialects.postgres import PostgresDialect
-from river_protocol.dialects.sqlite import SQLiteDialect
-from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import Intent
-from river_sync.connections import (
+from river_db.connect import (
     DEFAULT_ACQUIRE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_POOL_SIZE,
@@ -44,20 +39,20 @@ from river_sync.connections import (
     connect_dedicated,
     dialect_for,
     engine_connect_args,
-    open_sqlite,
     pg_in_transaction,
     pg_is_broken,
     pg_restore,
     pg_to_autocommit,
     pool_connect_args,
     sqlalchemy_kind,
-    sqlite_path_from_url,
-    sqlite_reader_count,
-    sqlite_reset,
-    sqlite_to_explicit,
-    strip_driver,
-    url_kind,
 )
+from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
+from river_db.urls import parse_database_url
+from river_protocol.dialects.base import Dialect
+from river_protocol.dialects.postgres import PostgresDialect
+from river_protocol.dialects.sqlite import SQLiteDialect
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import Intent
 from river_trio.executor import AsyncExecutor, ThreadRunner
 
 if TYPE_CHECKING:
@@ -78,7 +73,6 @@ __all__ = [
     "AsyncDatabase",
     "Lease",
     "run_blocking",
-    "sqlite_path_from_url",
 ]
 
 
@@ -499,13 +493,14 @@ class AsyncDatabase:
         reader connections (SQLite always has exactly one writer). ``configure`` runs
         in a worker thread on each new Postgres connection.
         """
-        if url_kind(url) == "postgres":
+        parsed = parse_database_url(url)
+        if parsed.dialect == "postgres":
             check_pool_size(pool_size)
-            backend = _PgOwnPool(strip_driver(url), size=pool_size, timeout=timeout,
+            backend = _PgOwnPool(parsed.conninfo, size=pool_size, timeout=timeout,
                                  connect_timeout=connect_timeout, configure=configure)
             await backend.prime()
             return cls(backend, PostgresDialect(schema))
-        return await cls.from_sqlite_path(sqlite_path_from_url(url), schema=schema, readers=pool_size,
+        return await cls.from_sqlite_path(parsed.path, schema=schema, readers=pool_size,
                                           timeout=timeout)
 
     @classmethod

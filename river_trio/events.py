@@ -2,7 +2,7 @@
 
 A slow subscriber must never hold up the completer, so a full subscription
 drops new events and counts them in ``dropped``. The event type is
-``river_sync.events.Event`` (the same values on both drivers).
+``river_db.events.Event`` (the same values on both drivers).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from collections.abc import Iterable
 
 import trio
 
+from river_db.events import Event
 from river_protocol.client_core import EventKind, parse_event_kinds
 from river_protocol.errors import ValidationError
-from river_sync.events import Event
 
 __all__ = ["Event", "EventHub", "Subscription"]
 

@@ -238,7 +238,7 @@ class ThreadRunner:
 
 class AsyncExecutor:
     """Runs intents on one connection (autocommit, explicit transactions), like
-    ``river_sync.executor.Executor`` with awaits. Inside a caller's transaction
+    ``river_db.executor.Executor`` with awaits. Inside a caller's transaction
     (``in_caller_tx=True``) no BEGIN/COMMIT/ROLLBACK is issued: the caller owns it.
 
     One task at a time: concurrent use raises ``trio.BusyResourceError``.

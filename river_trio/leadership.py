@@ -19,6 +19,7 @@ from typing import Any
 
 import trio
 
+from river_db.periodic_jobs import PeriodicJobs
 from river_protocol.client_core import ClientCore
 from river_protocol.leadership import (
     Leadership,
@@ -33,7 +34,6 @@ from river_protocol.machines import periodic as periodic_machine
 from river_protocol.machines.base import Event, Stop
 from river_protocol.machines.elector import LeadershipNotification
 from river_protocol.machines.notifications import TOPIC_LEADERSHIP, parse_leadership
-from river_sync.leadership import PeriodicJobs
 from river_trio.database import AsyncDatabase
 from river_trio.runner import MachineRunner
 

@@ -28,9 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
-from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import FetchNotifications, MaxNotificationId, Statement
-from river_sync.notifier import (
+from river_db.notify_settings import (
     BUFFER_SIZE,
     LISTENER_TIMEOUT,
     MAX_CHANNEL_BYTES,
@@ -38,6 +36,8 @@ from river_sync.notifier import (
     SQLITE_POLL_INTERVAL,
     default_backoff,
 )
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import FetchNotifications, MaxNotificationId, Statement
 from river_trio.database import run_blocking
 from river_trio.executor import ThreadRunner
 
@@ -425,7 +425,7 @@ def _close(conn: Any) -> None:
 
 
 async def _connect_url(url: str, timeout: float) -> Any:
-    from river_sync.connections import connect_dedicated
+    from river_db.connect import connect_dedicated
 
     return await run_blocking(lambda: connect_dedicated(url, {"connect_timeout": max(1, int(timeout))}))
 

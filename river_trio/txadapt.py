@@ -1,6 +1,6 @@
 """Async executors inside a caller's open transaction (insert-in-transaction and friends).
 
-``await executor_for_caller_tx(tx)`` accepts what ``river_sync.txadapt`` does:
+``await executor_for_caller_tx(tx)`` accepts what ``river_db.caller_tx`` does:
 a psycopg 3 ``Connection`` (non-autocommit, or autocommit inside
 ``with conn.transaction():``), a SQLAlchemy ``Connection`` or ORM ``Session``
 (statements go to the DB-API connection of that transaction), or a
@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from river_db.caller_tx import checked_sqlite, resolve_caller_tx
 from river_protocol.errors import ValidationError
-from river_sync.txadapt import checked_sqlite, resolve_caller_tx
 from river_trio.database import run_blocking
 from river_trio.executor import AsyncExecutor
 
 _THREAD_HINT = (
     "the trio driver runs statements in worker threads: open the SQLite connection with "
-    "check_same_thread=False (river_sync.sqlite_compat.connect_sqlite does)"
+    "check_same_thread=False (river_db.sqlite.connect_sqlite does)"
 )
 
 

@@ -54,7 +54,7 @@ def check(case: dict[str, Any], fixture: dict[str, Any], options: dict[str, Any]
 def _run_all(url: str, versions: list[int]) -> tuple[StepwiseRun, dict[str, Any]] | str:
     import psycopg
 
-    from river_sync.migrator import Migrator
+    from river_db.migrator import Migrator
 
     try:
         with _scratch_database(url) as scratch, psycopg.connect(scratch, autocommit=True) as conn:

@@ -39,7 +39,7 @@ def check(case: dict[str, Any], fixture: dict[str, Any], options: dict[str, Any]
 
 def _stepwise(versions: list[int]) -> StepwiseRun | str:
     if "stepwise" not in _runs:
-        from river_sync.migrator import Migrator
+        from river_db.migrator import Migrator
 
         with tempfile.TemporaryDirectory() as tmp, Migrator(os.path.join(tmp, "river.sqlite3")) as migrator:
             try:
@@ -52,8 +52,8 @@ def _stepwise(versions: list[int]) -> StepwiseRun | str:
 
 def _check_attached(fixture: dict[str, Any]) -> str | None:
     """Migrating into an attached database (``schema``) must build the same objects there."""
-    from river_sync.migrator import Migrator
-    from river_sync.sqlite_compat import connect_sqlite
+    from river_db.migrator import Migrator
+    from river_db.sqlite import connect_sqlite
 
     with tempfile.TemporaryDirectory() as tmp:
         conn = connect_sqlite(os.path.join(tmp, "main.sqlite3"))

@@ -8,12 +8,13 @@
   outcome, the set-state update and the recorded output; ``work_with_client``:
   the same through a real client and database (``work``).
 - ``InlineClient`` / ``inline_client``: ``insert`` runs the job at once (``inline``).
-- The pytest plugin ``river_sync.pytest_plugin`` (auto-loaded) adds fixtures.
+- The pytest plugin ``river_tools.pytest_plugin`` (auto-loaded) adds fixtures.
 
 ``river_trio.testing`` is meant to mirror these names, as coroutines where
 they do I/O or run workers.
 """
 
+from river_db.testing.builder import build_job
 from river_sync.testing.assertions import (
     ExpectedJob,
     InsertedJob,
@@ -21,7 +22,6 @@ from river_sync.testing.assertions import (
     require_many_inserted,
     require_not_inserted,
 )
-from river_sync.testing.builder import build_job
 from river_sync.testing.inline import InlineClient, InlineResult, inline_client
 from river_sync.testing.work import NoDatabaseError, OfflineClient, WorkResult, work_once, work_with_client
 

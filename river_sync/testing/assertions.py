@@ -15,7 +15,7 @@ requires the job's args to equal its encoding (River only uses it for the
 kind); ``args=`` takes a dict (the job's args must contain those members) or
 an args value (equal encoding). Option filters left at ``None`` are not checked.
 
-The expectations and verdicts are ``river_sync.testing.expectations``'s,
+The expectations and verdicts are ``river_db.testing.expectations``'s,
 shared with ``river_trio.testing``.
 
 Differences from Go: ``require_inserted`` wants exactly one job *matching the
@@ -32,13 +32,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from river_protocol.gotime import GoTime
-from river_protocol.job import JobRow
-from river_protocol.states import JobState
-from river_sync.connections import dialect_for, outside_tx
-from river_sync.database import Database
-from river_sync.executor import Executor
-from river_sync.testing.expectations import (
+from river_db.connect import dialect_for, outside_tx
+from river_db.executor import Executor
+from river_db.testing.expectations import (
     ExpectedJob,
     InsertedJob,
     describe_job,
@@ -49,6 +45,10 @@ from river_sync.testing.expectations import (
     list_jobs_page,
     page_after,
 )
+from river_protocol.gotime import GoTime
+from river_protocol.job import JobRow
+from river_protocol.states import JobState
+from river_sync.database import Database
 
 # ---------------------------------------------------------------- reading through a target
 
@@ -83,7 +83,7 @@ def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> Iterat
     if plain is not None:
         yield Executor(target, dialect_for(plain, schema), in_caller_tx=True)
         return
-    from river_sync.txadapt import executor_for_caller_tx
+    from river_db.caller_tx import executor_for_caller_tx
 
     yield executor_for_caller_tx(target, schema=schema)
 

@@ -27,18 +27,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import ClaimJobs, GetJob, SetStateIfRunning, Statement
-from river_protocol.job import JobRow
-from river_protocol.options import InsertOpts
-from river_protocol.outcomes import apply_set_state
-from river_protocol.retry import RetryPolicy
-from river_protocol.states import JobState
-from river_protocol.work import CancelCause, outcome_from_result
-from river_sync.context import CancellationToken, WorkContext
-from river_sync.executor import Executor
-from river_sync.testing.builder import TEST_CLIENT_ID
-from river_sync.testing.runs import (
+from river_db.executor import Executor
+from river_db.testing.offline import NoDatabaseError, OfflineClient, claim_job
+from river_db.testing.runs import (
     Ran,
     RunSetup,
     WorkResult,
@@ -51,36 +42,20 @@ from river_sync.testing.runs import (
     skipped_run,
     work_result,
 )
+from river_protocol.errors import RiverError
+from river_protocol.intents import SetStateIfRunning
+from river_protocol.job import JobRow
+from river_protocol.options import InsertOpts
+from river_protocol.outcomes import apply_set_state
+from river_protocol.retry import RetryPolicy
+from river_protocol.work import CancelCause, outcome_from_result
+from river_sync.context import CancellationToken, WorkContext
 
 if TYPE_CHECKING:
     from river_sync.client import Client
 
 ErrorHandler = Callable[[Any, BaseException], Any]
 Middleware = Callable[[WorkContext, Any, Callable[[WorkContext, Any], Any]], Any]
-
-
-class NoDatabaseError(RiverError):
-    """A worker run by ``work_once`` used ``ctx.client`` although no client was given."""
-
-
-class OfflineClient:
-    """``ctx.client`` for a run without a database: anything beyond its identity raises
-    ``NoDatabaseError``, which ``work_once`` lets through to the test instead of failing the job.
-
-    ``schema`` and ``client_id`` are answered so that code which only reads them
-    (``ctx.complete_in(tx)`` reads the schema) still works.
-    """
-
-    schema: str | None = None
-
-    def __init__(self, client_id: str = TEST_CLIENT_ID) -> None:
-        self.client_id = client_id
-
-    def __getattr__(self, name: str) -> Any:
-        raise NoDatabaseError(
-            f"ctx.client.{name}: this worker ran without a database (work_once); pass "
-            "client=Client(...) to work_once, or use work_with_client, to give it one"
-        )
 
 
 # ---------------------------------------------------------------- running
@@ -203,49 +178,6 @@ def work_once(
 
 # ---------------------------------------------------------------- work_with_client
 
-_SAVEPOINT = "river_testing_claim"
-
-
-def _mark_running(ex: Executor, job_id: int, client_id: str, now: datetime) -> None:
-    """Put one job in ``running`` by id, the way a claim would (River's test worker does the same)."""
-    prefix = getattr(ex.dialect, "prefix", "")
-    if ex.dialect.name == "postgres":
-        sql = (f"UPDATE {prefix}river_job SET state = 'running', attempt = attempt + 1, attempted_at = %s, "
-               "attempted_by = array_append(coalesce(attempted_by, '{}'::text[]), %s::text) WHERE id = %s")
-        ex.execute(Statement(sql, (now, client_id, job_id), fetch=False))
-        return
-    from river_protocol.gotime import format_sqlite_time
-
-    sql = (f"UPDATE {prefix}river_job SET state = 'running', attempt = attempt + 1, attempted_at = ?, "
-           "attempted_by = jsonb_insert(coalesce(attempted_by, jsonb('[]')), '$[#]', ?) WHERE id = ?")
-    ex.execute(Statement(sql, (format_sqlite_time(now), client_id, job_id), fetch=False))
-
-
-def claim_job(ex: Executor, job: JobRow, client_id: str) -> JobRow:
-    """Claim ``job`` inside ``ex``'s open transaction and return it running.
-
-    The producer's own claim (``ClaimJobs`` on the job's queue) is tried first;
-    when it would pick another job (one ahead in the queue, or this one is not
-    yet available) that attempt is rolled back to a savepoint and the job is
-    moved to ``running`` by id instead.
-    """
-    if job.state is JobState.RUNNING:
-        raise ValidationError(f"job {job.id} is already running; it cannot be claimed again")
-    if job.state.finalized:
-        raise ValidationError(f"job {job.id} is already {job.state.value}; there is nothing to work")
-    ex.execute(Statement(f"SAVEPOINT {_SAVEPOINT}", fetch=False))
-    claimed = ex.run(ClaimJobs(queue=job.queue, limit=1, client_id=client_id))
-    if [row.id for row in claimed] == [job.id]:
-        ex.execute(Statement(f"RELEASE SAVEPOINT {_SAVEPOINT}", fetch=False))
-        row: JobRow = claimed[0]
-        return row
-    ex.execute(Statement(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}", fetch=False))
-    ex.execute(Statement(f"RELEASE SAVEPOINT {_SAVEPOINT}", fetch=False))
-    _mark_running(ex, job.id, client_id, _utcnow())
-    fetched: JobRow = ex.run(GetJob(job.id))
-    return fetched
-
-
 @contextmanager
 def client_transaction(client: Client, tx: Any) -> Iterator[Executor]:
     """An executor in ``tx`` (the caller's transaction) or in a new transaction of the client's."""
@@ -253,7 +185,7 @@ def client_transaction(client: Client, tx: Any) -> Iterator[Executor]:
         with client.database.transaction() as ex:
             yield ex
         return
-    from river_sync.txadapt import executor_for_caller_tx
+    from river_db.caller_tx import executor_for_caller_tx
 
     yield executor_for_caller_tx(tx, schema=client.schema, expect=client.database.dialect.name)
 

@@ -14,10 +14,11 @@ they do I/O or run workers.
 Run them inside ``trio.run`` (or a trio test runner such as pytest-trio).
 """
 
-from river_sync.testing.builder import build_job
-from river_sync.testing.expectations import ExpectedJob, InsertedJob
-from river_sync.testing.inline import InlineResult
-from river_sync.testing.work import NoDatabaseError, OfflineClient, WorkResult
+from river_db.testing.builder import build_job
+from river_db.testing.expectations import ExpectedJob, InsertedJob
+from river_db.testing.inline import InlineResult
+from river_db.testing.offline import NoDatabaseError, OfflineClient
+from river_db.testing.runs import WorkResult
 from river_trio.testing.assertions import require_inserted, require_many_inserted, require_not_inserted
 from river_trio.testing.inline import InlineClient, inline_client
 from river_trio.testing.work import work_once, work_with_client

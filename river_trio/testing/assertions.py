@@ -1,7 +1,7 @@
 """Assertions about inserted jobs for trio code: ``await require_inserted(target, ...)``.
 
 The targets, expectations and verdicts are ``river_sync.testing``'s (see
-``river_sync.testing.assertions`` and ``river_sync.testing.expectations``);
+``river_sync.testing.assertions`` and ``river_db.testing.expectations``);
 only the reading is async:
 
 - a ``river_trio.Client`` or ``river_trio.AsyncDatabase`` (committed jobs; an
@@ -22,11 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from river_protocol.gotime import GoTime
-from river_protocol.job import JobRow
-from river_protocol.states import JobState
-from river_sync.connections import dialect_for, outside_tx
-from river_sync.testing.expectations import (
+from river_db.connect import dialect_for, outside_tx
+from river_db.testing.expectations import (
     ExpectedJob,
     InsertedJob,
     expectations_of,
@@ -36,6 +33,9 @@ from river_sync.testing.expectations import (
     list_jobs_page,
     page_after,
 )
+from river_protocol.gotime import GoTime
+from river_protocol.job import JobRow
+from river_protocol.states import JobState
 from river_trio.database import AsyncDatabase
 from river_trio.executor import AsyncExecutor
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from river_db.testing.inline import InlineBase, InlineResult, inline_settings
 from river_protocol.client_core import InsertManyParams
 from river_protocol.options import InsertOpts
-from river_sync.testing.inline import InlineBase, InlineResult, inline_settings
 from river_trio.runner import utcnow
 from river_trio.testing.work import work_once, work_with_client
 
@@ -32,7 +32,7 @@ class InlineClient(InlineBase):
     migrated) makes the rows real: an insert-only ``river_trio.Client`` is
     made on it (it opens the database at the first insert) and closed by
     ``aclose()``. Without one, rows live in memory (``jobs()``, ``get_job()``).
-    Keyword settings are the client's; the shared half is ``river_sync``'s ``InlineBase``.
+    Keyword settings are the client's; the shared half is ``river_db.testing.inline.InlineBase``.
     """
 
     def _new_client(self, database: Any, **settings: Any) -> Client:

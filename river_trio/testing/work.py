@@ -28,19 +28,9 @@ from typing import TYPE_CHECKING, Any
 import outcome
 import trio
 
-from river_protocol.errors import RiverError
-from river_protocol.intents import SetStateIfRunning
-from river_protocol.job import JobRow
-from river_protocol.options import InsertOpts
-from river_protocol.outcomes import apply_set_state
-from river_protocol.retry import RetryPolicy
-from river_protocol.work import (
-    CancelCause,
-    WorkCancelled,
-    outcome_from_result,
-)
-from river_sync.executor import Executor
-from river_sync.testing.runs import (
+from river_db.executor import Executor
+from river_db.testing.offline import NoDatabaseError, OfflineClient, claim_job
+from river_db.testing.runs import (
     Ran,
     RunSetup,
     WorkResult,
@@ -52,7 +42,17 @@ from river_sync.testing.runs import (
     skipped_run,
     work_result,
 )
-from river_sync.testing.work import NoDatabaseError, OfflineClient, claim_job
+from river_protocol.errors import RiverError
+from river_protocol.intents import SetStateIfRunning
+from river_protocol.job import JobRow
+from river_protocol.options import InsertOpts
+from river_protocol.outcomes import apply_set_state
+from river_protocol.retry import RetryPolicy
+from river_protocol.work import (
+    CancelCause,
+    WorkCancelled,
+    outcome_from_result,
+)
 from river_trio.context import CancellationToken, WorkContext
 from river_trio.database import run_blocking
 from river_trio.executor import AsyncExecutor

@@ -1,5 +1,5 @@
 """`river bench` through the real entry point, on Postgres and SQLite, for both drivers; and the
-measuring core (``river_sync.bench``) it runs on.
+measuring core (``river_tools.bench``) it runs on.
 
 The benchmark runs are small (2,000 jobs, a 2 s duration): they check behaviour and the shape of
 the figures, never the figures' size.
@@ -22,12 +22,15 @@ from typing import Any, ClassVar
 
 import pytest
 
+from river_db.migrator import Migrator
 from river_protocol.client_core import EventKind
 from river_protocol.gojson import encode_args
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
-from river_sync import bench, cli_bench
-from river_sync.bench import (
+from river_sync.database import Database
+from river_sync.events import Event
+from river_tools import bench
+from river_tools.bench import (
     BENCH_KIND,
     LATENCY_CLIENT,
     LATENCY_QUEUED,
@@ -38,10 +41,8 @@ from river_sync.bench import (
     Period,
     Tally,
 )
-from river_sync.cli import main
-from river_sync.database import Database
-from river_sync.events import Event
-from river_sync.migrator import Migrator
+from river_tools.cli import bench as cli_bench
+from river_tools.cli.main import main
 
 RIVER = Path(sys.executable).with_name("river")
 PERIOD_LINE = re.compile(r"^bench: jobs worked \[ +\d+ \], inserted \[ +\d+ \], job/sec \[ +[\d.]+ \], "

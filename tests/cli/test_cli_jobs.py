@@ -1,4 +1,4 @@
-"""`river jobs ...` through the real entry point (``river_sync.cli.main``), on Postgres and SQLite.
+"""`river jobs ...` through the real entry point (``river_tools.cli.main.main``), on Postgres and SQLite.
 
 Jobs are inserted with InsertFullJobs / InsertJobs on a separate connection, the command runs
 in-process, and the database is read back to check that exactly the intended rows changed.
@@ -17,6 +17,9 @@ from typing import Any
 
 import pytest
 
+from river_db.connect import open_connection
+from river_db.executor import Executor
+from river_db.migrator import Migrator
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.intents import (
@@ -27,9 +30,9 @@ from river_protocol.intents import (
 )
 from river_protocol.job import JobRow, encode_attempt_error
 from river_protocol.states import JobState
-from river_sync import cli_jobs
-from river_sync.cli import main
-from river_sync.cli_output import (
+from river_tools.cli import jobs as cli_jobs
+from river_tools.cli.main import main
+from river_tools.cli.output import (
     ConfirmationRefused,
     Progress,
     confirm,
@@ -37,9 +40,6 @@ from river_sync.cli_output import (
     parse_duration,
     print_table,
 )
-from river_sync.db import open_connection
-from river_sync.executor import Executor
-from river_sync.migrator import Migrator
 
 S = JobState
 RIVER = Path(sys.executable).with_name("river")

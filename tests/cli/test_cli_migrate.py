@@ -10,9 +10,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from river_sync import cli
-from river_sync.cli import main
-from river_sync.migrator import Migrator
+from river_db.migrator import Migrator
+from river_tools.cli import main as cli
+from river_tools.cli.main import main
 
 RIVER = Path(sys.executable).with_name("river")
 
@@ -204,7 +204,7 @@ def test_command_modules_plug_in(capsys: pytest.CaptureFixture[str], monkeypatch
 
     module.register = register  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "river_test_cli_hello", module)
-    monkeypatch.setattr(cli, "COMMAND_MODULES", ("river_test_cli_hello", "river_sync.cli_does_not_exist"))
+    monkeypatch.setattr(cli, "COMMAND_MODULES", ("river_test_cli_hello", "river_tools.cli.does_not_exist"))
     assert run(capsys, "hello", "--schema", "s") == (0, "hello s\n", "")
 
 
@@ -244,3 +244,33 @@ def test_installed_script(tmp_path: Path) -> None:
     )
     assert bad.returncode == 2 and "migration line does not exist" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("migrate-up",),
+        ("migrate-get", "--version", "1", "--up"),
+        ("validate",),
+        ("jobs", "list"),
+        ("queues", "list"),
+        ("bench", "--num-total-jobs", "10"),
+    ],
+)
+def test_a_bare_word_database_url_is_a_usage_error_and_creates_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, argv: tuple[str, ...]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv, "--database-url", "garbage")
+    assert code == 2, (out, err)
+    assert "not a database URL: 'garbage'" in err and "sqlite://" in err and ".sqlite3" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_plain_file_path_is_still_a_sqlite_database(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "migrate-up", "--database-url", "jobs.sqlite3")
+    assert code == 0, err
+    assert versions("sqlite://jobs.sqlite3") == [1, 2, 3, 4, 5, 6, 7]

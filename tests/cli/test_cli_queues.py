@@ -1,4 +1,4 @@
-"""`river queues ...` through ``river_sync.cli.main`` on Postgres and SQLite.
+"""`river queues ...` through ``river_tools.cli.main.main`` on Postgres and SQLite.
 
 Pause/resume must change river_queue and send River's control payload in the same transaction:
 on Postgres a LISTEN connection receives it, on SQLite it lands in the notification outbox.
@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from river_db.connect import open_connection
+from river_db.executor import Executor
+from river_db.migrator import Migrator
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.intents import (
@@ -25,10 +28,7 @@ from river_protocol.intents import (
     UpsertQueue,
 )
 from river_protocol.states import JobState
-from river_sync.cli import main
-from river_sync.db import open_connection
-from river_sync.executor import Executor
-from river_sync.migrator import Migrator
+from river_tools.cli.main import main
 
 ALL_TABLES = ("river_job", "river_queue", "river_leader", "river_notification")
 T0 = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)

@@ -13,8 +13,8 @@ import pytest
 
 from river_protocol.args import kind_of
 from river_protocol.gojson import encode_args
-from river_sync.cli import main
-from river_sync.cli_scaffold import class_name
+from river_tools.cli.main import main
+from river_tools.cli.scaffold import class_name
 
 BIN = Path(sys.executable).parent
 

@@ -22,13 +22,14 @@ from typing import IO, Any, ClassVar
 
 import pytest
 
+from river_db.migrator import Migrator
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import QueueConfig
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 from river_sync import Client, InsertOpts, Workers
-from river_sync.cli import main
-from river_sync.cli_work import (
+from river_tools.cli.main import main
+from river_tools.cli.work import (
     UsageError,
     apply_overrides,
     build_client,
@@ -36,7 +37,6 @@ from river_sync.cli_work import (
     load_target,
     tag_filter_of,
 )
-from river_sync.migrator import Migrator
 
 RIVER = Path(sys.executable).with_name("river")
 WAIT = 20.0  # upper bound for anything the process does; never a sleep

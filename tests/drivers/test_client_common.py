@@ -1,4 +1,4 @@
-"""The non-waiting client logic both drivers share (river_sync.client_common)."""
+"""The non-waiting client logic both drivers share (river_db.client_support)."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from typing import ClassVar
 
 import pytest
 
-from river_protocol.args import arg_field
-from river_protocol.client_core import EventKind, LeaderElectionConfig
-from river_protocol.errors import ValidationError
-from river_protocol.machines.completer import CompleterOutput, Completion, CompletionReason
-from river_protocol.machines.producer import ProducerOutput, QueueEvent, QueueEventKind
-from river_sync.client_common import (
+from river_db.client_support import (
     accepts_triggers,
     election_config,
     report_completer_output,
     report_producer_output,
 )
+from river_db.testing.builder import build_job
+from river_protocol.args import arg_field
+from river_protocol.client_core import EventKind, LeaderElectionConfig
+from river_protocol.errors import ValidationError
+from river_protocol.machines.completer import CompleterOutput, Completion, CompletionReason
+from river_protocol.machines.producer import ProducerOutput, QueueEvent, QueueEventKind
 from river_sync.events import Event
-from river_sync.testing.builder import build_job
 
 log = logging.getLogger("test.client_common")
 

@@ -13,10 +13,10 @@ from typing import Any, ClassVar
 import psycopg
 import pytest
 
+from river_db.migrator import Migrator
 from river_protocol.intents import CountJobs, GetJob
 from river_protocol.job import JobRow
 from river_sync import Client, Database, EventKind, QueueConfig
-from river_sync.migrator import Migrator
 from tests.conftest import create_scratch_pg_database, drop_scratch_pg_database
 
 FAST = QueueConfig(

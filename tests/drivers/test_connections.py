@@ -1,47 +1,14 @@
-"""The sync connection utilities both drivers share (river_sync.connections)."""
+"""The sync connection utilities both drivers share (river_db.connect)."""
 
 from __future__ import annotations
 
 import pytest
 
+from river_db.connect import check_pool_size, dialect_for
+from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import ValidationError
-from river_sync.connections import (
-    check_pool_size,
-    dialect_for,
-    open_sqlite,
-    sqlite_reader_count,
-    sqlite_reset,
-    sqlite_to_explicit,
-    strip_driver,
-    url_kind,
-)
-
-
-@pytest.mark.parametrize(
-    ("url", "kind"),
-    [
-        ("postgres://h/db", "postgres"),
-        ("postgresql+psycopg://h/db", "postgres"),
-        ("POSTGRESQL://h/db", "postgres"),
-        ("sqlite://rel.db", "sqlite"),
-        ("sqlite:memory", "sqlite"),
-    ],
-)
-def test_url_kind(url: str, kind: str) -> None:
-    assert url_kind(url) == kind
-
-
-def test_url_kind_refuses_other_schemes() -> None:
-    with pytest.raises(ValidationError, match="unsupported database URL 'mysql'"):
-        url_kind("mysql://h/db")
-
-
-def test_strip_driver_only_touches_a_url_scheme() -> None:
-    assert strip_driver("postgresql+psycopg://u@h/db") == "postgresql://u@h/db"
-    assert strip_driver("postgres://u@h/db") == "postgres://u@h/db"
-    assert strip_driver("host=h password=a+b") == "host=h password=a+b"
 
 
 def test_check_pool_size() -> None:
@@ -85,8 +52,8 @@ def test_open_reset_and_explicit_sqlite(tmp_path: object) -> None:
 
 
 def test_caller_tx_must_match_the_clients_dialect(tmp_path: object) -> None:
-    from river_sync.sqlite_compat import connect_sqlite
-    from river_sync.txadapt import resolve_caller_tx
+    from river_db.caller_tx import resolve_caller_tx
+    from river_db.sqlite import connect_sqlite
 
     conn = connect_sqlite(f"{tmp_path}/tx.db")
     try:

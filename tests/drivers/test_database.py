@@ -20,15 +20,16 @@ import sqlean  # type: ignore[import-untyped]
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
 
+from river_db.caller_tx import executor_for_caller_tx
+from river_db.connect import connect_dedicated
+from river_db.executor import Executor
+from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Dialect, Plan
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import Intent, Statement
-from river_sync.database import Database, connect_dedicated, sqlite_path_from_url
-from river_sync.executor import Executor
-from river_sync.sqlite_compat import connect_sqlite
-from river_sync.txadapt import executor_for_caller_tx
+from river_sync.database import Database
 
 # ---------------------------------------------------------------- test intents
 
@@ -326,12 +327,10 @@ def test_sqlite_left_open_transaction_is_rolled_back(sqlite_db: str) -> None:
 
 
 def test_url_parsing() -> None:
-    assert sqlite_path_from_url("sqlite://rel/x.db") == "rel/x.db"
-    assert sqlite_path_from_url("sqlite:///abs/x.db") == "/abs/x.db"
-    assert sqlite_path_from_url("sqlite://") == ":memory:"
-    assert sqlite_path_from_url("sqlite://:memory:") == ":memory:"
-    with pytest.raises(ValidationError):
-        sqlite_path_from_url("sqlite://x.db?mode=ro")
+    with pytest.raises(ValidationError, match="query parameters"):
+        Database.from_url("sqlite://x.db?mode=ro")
+    with pytest.raises(ValidationError, match="not a database URL"):
+        Database.from_url("garbage")
     with pytest.raises(ValidationError, match="unsupported database URL"):
         Database.from_url("mysql://localhost/db")
     with pytest.raises(ValidationError, match="pool_size"):

@@ -16,6 +16,9 @@ from typing import Any
 
 import pytest
 
+from river_db.executor import Executor
+from river_db.migrator import Migrator
+from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.pg_statements import dedupe_batch, unique_index_covers
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.rows import (
@@ -77,9 +80,6 @@ from river_protocol.intents import (
 )
 from river_protocol.job import AttemptError, JobRow, encode_attempt_error
 from river_protocol.states import JobState
-from river_sync.executor import Executor
-from river_sync.migrator import Migrator
-from river_sync.sqlite_compat import connect_sqlite
 
 S = JobState
 T0 = datetime(2031, 3, 4, 12, 0, 0, 250000, tzinfo=UTC)  # ms precision: exact on SQLite too

@@ -10,10 +10,11 @@ import psycopg
 import pytest
 
 from conformance.schema_dump import dump_postgres, dump_sqlite
+from river_db.connect import open_connection
+from river_db.migrator import Migrator
+from river_db.sqlite import connect_sqlite
+from river_db.urls import dialect_of_url, sqlite_file_path, sqlite_path
 from river_protocol.errors import MigrationError, ValidationError
-from river_sync.db import dialect_of_url, open_connection, sqlite_path
-from river_sync.migrator import Migrator
-from river_sync.sqlite_compat import connect_sqlite
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -208,7 +209,8 @@ def test_urls_and_paths(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     assert dialect_of_url("file.db") == "sqlite"
     for bad in ("mysql://x", "sqlite://", "sqlite://x.db?mode=ro"):
         with pytest.raises(ValidationError):
-            sqlite_path(bad) if bad.startswith("sqlite") else dialect_of_url(bad)
+            sqlite_file_path(bad) if bad.startswith("sqlite") else dialect_of_url(bad)
+    assert sqlite_path("sqlite://") == ":memory:"
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RIVER_DATABASE_URL", raising=False)
     conn, dialect = open_connection(None)

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import ValidationError
@@ -34,7 +35,6 @@ from river_sync.notifier import (
     default_backoff,
     notifier_for,
 )
-from river_sync.sqlite_compat import connect_sqlite
 
 WAIT = 10.0
 
@@ -303,7 +303,7 @@ CREATE TABLE river_notification (
 @pytest.fixture
 def outbox_db(sqlite_path: str) -> str:
     try:
-        from river_sync.migrator import Migrator
+        from river_db.migrator import Migrator
     except ImportError:
         # Without the migrator, the outbox table is all this needs.
         conn = connect_sqlite(sqlite_path)

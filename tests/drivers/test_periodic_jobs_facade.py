@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from river_db.periodic_jobs import PeriodicJobs
 from river_protocol.errors import ValidationError
 from river_protocol.leadership import PeriodicJob
-from river_sync.leadership import PeriodicJobs
 
 
 class FakeDriver:

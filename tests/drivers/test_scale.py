@@ -26,9 +26,9 @@ import psycopg
 import pytest
 from test_client_support import WAIT, wait_for, wait_for_all  # type: ignore[import-not-found]
 
+from river_db.migrator import Migrator
 from river_protocol.intents import CountJobs
 from river_sync import Client, Database, EventKind, InsertOpts, QueueConfig, UniqueOpts, WorkContext, Workers
-from river_sync.migrator import Migrator
 from tests.conftest import create_scratch_pg_database, drop_scratch_pg_database
 
 pytestmark = pytest.mark.slow

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from river_db.migrator import Migrator
 from river_protocol.intents import GetJob
 from river_sync import Database, JobState
-from river_sync.migrator import Migrator
 
 WAIT = 30.0
 

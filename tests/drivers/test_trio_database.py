@@ -22,6 +22,8 @@ import trio
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
 
+from river_db.migrator import Migrator
+from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
@@ -36,8 +38,6 @@ from river_protocol.intents import (
     Statement,
     UpsertQueue,
 )
-from river_sync.migrator import Migrator
-from river_sync.sqlite_compat import connect_sqlite
 from river_trio.database import AsyncDatabase
 from river_trio.executor import AsyncExecutor, ThreadRunner, connection_kind
 from river_trio.txadapt import executor_for_caller_tx

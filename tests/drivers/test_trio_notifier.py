@@ -17,10 +17,10 @@ import psycopg
 import pytest
 import trio
 
+from river_db.migrator import Migrator
+from river_db.sqlite import connect_sqlite
 from river_protocol.errors import ValidationError
 from river_protocol.intents import Notify, Statement
-from river_sync.migrator import Migrator
-from river_sync.sqlite_compat import connect_sqlite
 from river_trio.database import AsyncDatabase
 from river_trio.notifier import (
     Notifier,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from river_sync import demo
+from river_tools import demo
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -161,7 +161,7 @@ def assert_demo_output(output: str) -> None:
 def test_demo_module_on_its_default_sqlite_file(tmp_path: Path) -> None:
     (tmp_path / demo.DEFAULT_DATABASE).write_text("left over from an earlier run")
     env = {k: v for k, v in os.environ.items() if k != "RIVER_DATABASE_URL"}
-    proc = subprocess.run([sys.executable, "-m", "river_sync.demo"], cwd=tmp_path, env=env,
+    proc = subprocess.run([sys.executable, "-m", "river_tools.demo"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_demo_output(proc.stdout)

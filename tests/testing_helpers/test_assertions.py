@@ -9,10 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from river_db.sqlite import connect_sqlite
+from river_db.urls import sqlite_path
 from river_protocol.errors import ValidationError
 from river_sync import Client, Database, InsertManyParams, InsertOpts, JobState
-from river_sync.database import sqlite_path_from_url
-from river_sync.sqlite_compat import connect_sqlite
 from river_sync.testing import (
     ExpectedJob,
     InsertedJob,
@@ -33,7 +33,7 @@ def _open_tx(url: str) -> Any:
     """A raw connection with an open transaction (psycopg or sqlite3-style)."""
     if url.startswith("postgres"):
         return psycopg.connect(url)  # non-autocommit: the first statement begins the transaction
-    conn = connect_sqlite(sqlite_path_from_url(url))
+    conn = connect_sqlite(sqlite_path(url))
     conn.execute("BEGIN")
     return conn
 
@@ -157,7 +157,7 @@ def test_sqlalchemy_transactions(client_db_url: str, use_session: bool) -> None:
 
 
 def test_sqlite_connection_outside_a_transaction_is_read_directly(tmp_path: Path) -> None:
-    from river_sync.migrator import Migrator
+    from river_db.migrator import Migrator
 
     path = str(tmp_path / "plain.sqlite3")
     with Migrator(path) as migrator:
@@ -192,7 +192,7 @@ def test_autocommit_connections_are_read_directly(client_db_url: str) -> None:
     if client_db_url.startswith("postgres"):
         conn = psycopg.connect(client_db_url, autocommit=True)
     else:
-        conn = connect_sqlite(sqlite_path_from_url(client_db_url))
+        conn = connect_sqlite(sqlite_path(client_db_url))
     try:
         assert require_inserted(conn, Other).decoded_args == Other(3)
         require_not_inserted(conn, Task)

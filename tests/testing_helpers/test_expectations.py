@@ -7,10 +7,8 @@ from typing import ClassVar
 
 import pytest
 
-from river_protocol.args import arg_field
-from river_protocol.errors import ValidationError
-from river_sync.testing.builder import build_job
-from river_sync.testing.expectations import (
+from river_db.testing.builder import build_job
+from river_db.testing.expectations import (
     PAGE,
     ExpectedJob,
     expectations_of,
@@ -20,6 +18,8 @@ from river_sync.testing.expectations import (
     list_jobs_page,
     page_after,
 )
+from river_protocol.args import arg_field
+from river_protocol.errors import ValidationError
 
 
 @dataclass

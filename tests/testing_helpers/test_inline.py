@@ -106,15 +106,15 @@ def test_inline_client_borrows_a_client(client_db_url: str) -> None:
 def test_transaction_mode(client_db_url: str) -> None:
     import psycopg
 
-    from river_sync.database import sqlite_path_from_url
-    from river_sync.sqlite_compat import connect_sqlite
+    from river_db.sqlite import connect_sqlite
+    from river_db.urls import sqlite_path
 
     log: list[str] = []
     conn: Any
     if client_db_url.startswith("postgres"):
         conn = psycopg.connect(client_db_url)
     else:
-        conn = connect_sqlite(sqlite_path_from_url(client_db_url))
+        conn = connect_sqlite(sqlite_path(client_db_url))
         conn.execute("BEGIN")
     with InlineClient(_workers(log), client_db_url) as inline:
         try:

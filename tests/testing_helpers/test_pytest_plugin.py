@@ -20,7 +20,7 @@ def run(pytester: pytest.Pytester, request: pytest.FixtureRequest, monkeypatch: 
     autoloaded = request.config.pluginmanager.has_plugin("river")
 
     def run_inner(*args: str) -> pytest.RunResult:
-        extra = () if autoloaded else ("-p", "river_sync.pytest_plugin")
+        extra = () if autoloaded else ("-p", "river_tools.pytest_plugin")
         return pytester.runpytest_inprocess(*extra, "-p", "no:cacheprovider", *args)
 
     return run_inner
@@ -28,7 +28,7 @@ def run(pytester: pytest.Pytester, request: pytest.FixtureRequest, monkeypatch: 
 
 def test_registered_as_a_pytest11_entry_point() -> None:
     points = importlib.metadata.entry_points(group="pytest11")
-    assert any(p.name == "river" and p.value == "river_sync.pytest_plugin" for p in points)
+    assert any(p.name == "river" and p.value == "river_tools.pytest_plugin" for p in points)
 
 
 def test_sqlite_url_is_migrated_and_emptied_per_test(pytester: pytest.Pytester, run: Runner) -> None:

@@ -12,9 +12,9 @@ import psycopg
 import pytest
 import trio
 
+from river_db.sqlite import connect_sqlite
+from river_db.urls import sqlite_path
 from river_protocol.errors import ValidationError
-from river_sync.database import sqlite_path_from_url
-from river_sync.sqlite_compat import connect_sqlite
 from river_trio import AsyncDatabase, Client, InsertManyParams, InsertOpts, JobState, transaction
 from river_trio.testing import (
     ExpectedJob,
@@ -45,7 +45,7 @@ def _open_tx(url: str) -> Any:
     """A blocking connection with an open transaction, usable from trio's worker threads."""
     if url.startswith("postgres"):
         return psycopg.connect(url)
-    conn = connect_sqlite(sqlite_path_from_url(url))
+    conn = connect_sqlite(sqlite_path(url))
     conn.execute("BEGIN")
     return conn
 
@@ -171,7 +171,7 @@ def test_autocommit_connections_are_read_directly(client_db_url: str, tmp_path: 
         if client_db_url.startswith("postgres"):
             conn = psycopg.connect(client_db_url, autocommit=True)
         else:
-            conn = connect_sqlite(sqlite_path_from_url(client_db_url))
+            conn = connect_sqlite(sqlite_path(client_db_url))
         try:
             assert (await require_inserted(conn, Other)).decoded_args == Other(3)
             await require_not_inserted(conn, Task)
@@ -179,6 +179,6 @@ def test_autocommit_connections_are_read_directly(client_db_url: str, tmp_path: 
         finally:
             conn.close()
         if not client_db_url.startswith("postgres"):
-            assert (await require_inserted(Path(sqlite_path_from_url(client_db_url)), "other")).id == 1
+            assert (await require_inserted(Path(sqlite_path(client_db_url)), "other")).id == 1
 
     trio.run(main)

@@ -12,11 +12,11 @@ import psycopg
 import pytest
 import trio
 
+from river_db.sqlite import connect_sqlite
+from river_db.urls import sqlite_path
 from river_protocol.errors import ValidationError
 from river_protocol.intents import GetJob
 from river_protocol.job import JobRow
-from river_sync.database import sqlite_path_from_url
-from river_sync.sqlite_compat import connect_sqlite
 from river_trio import (
     CancelCause,
     Client,
@@ -51,7 +51,7 @@ def _workers(fn: Any) -> Workers:
 def _open_tx(url: str) -> Any:
     if url.startswith("postgres"):
         return psycopg.connect(url)
-    conn = connect_sqlite(sqlite_path_from_url(url))
+    conn = connect_sqlite(sqlite_path(url))
     conn.execute("BEGIN")
     return conn
 

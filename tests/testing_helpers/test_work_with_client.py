@@ -9,11 +9,11 @@ from typing import Any
 import psycopg
 import pytest
 
+from river_db.sqlite import connect_sqlite
+from river_db.urls import sqlite_path
 from river_protocol.errors import ValidationError
 from river_protocol.intents import GetJob
 from river_sync import Client, InsertOpts, JobState, WorkContext, Workers
-from river_sync.database import sqlite_path_from_url
-from river_sync.sqlite_compat import connect_sqlite
 from river_sync.testing import require_inserted, require_not_inserted, work_with_client
 from tests.testing_helpers import (  # noqa: F401  (fixtures)
     Other,
@@ -79,7 +79,7 @@ def test_an_existing_job_row(client_db_url: str) -> None:
 def _open_tx(url: str) -> Any:
     if url.startswith("postgres"):
         return psycopg.connect(url)
-    conn = connect_sqlite(sqlite_path_from_url(url))
+    conn = connect_sqlite(sqlite_path(url))
     conn.execute("BEGIN")
     return conn
 

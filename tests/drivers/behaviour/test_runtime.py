@@ -13,6 +13,7 @@ from harness import WAIT, Harness  # type: ignore[import-not-found]
 from test_client_support import FAST, Gate, Other, Task  # type: ignore[import-not-found]
 
 from behaviour.support import fast_client, wait_for, wait_for_all
+from river_db.migrator import Migrator
 from river_protocol.errors import RiverError
 from river_protocol.machines.notifications import quoted_channel
 from river_protocol.workers import Workers
@@ -25,7 +26,6 @@ from river_sync import (
     QueueNotAddedError,
     TagFilter,
 )
-from river_sync.migrator import Migrator
 from tests.conftest import create_scratch_pg_database, drop_scratch_pg_database
 
 

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from river_protocol.gotime import format_rfc3339nano
 from river_protocol.job import JobRow
-from river_sync.cli import UsageError
+from river_tools.cli.main import UsageError
 
 # ---------------------------------------------------------------- tables and JSON
 

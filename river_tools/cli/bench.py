@@ -16,8 +16,9 @@ import sys
 import time
 from typing import Any, TextIO
 
+from river_db.urls import dialect_of_url, sqlite_path
 from river_protocol.constants import QUEUE_MAX_WORKERS_MAX
-from river_sync.bench import (
+from river_tools.bench import (
     FETCH_COOLDOWN,
     FETCH_POLL_INTERVAL,
     INSERT_BATCH,
@@ -32,9 +33,8 @@ from river_sync.bench import (
     fast_insert,
     final_lines,
 )
-from river_sync.cli import EXIT_OK, CommandFailed, UsageError, add_database_flags, database_url
-from river_sync.cli_output import Progress, parse_duration
-from river_sync.db import dialect_of_url, sqlite_path
+from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError, add_database_flags, database_url
+from river_tools.cli.output import Progress, parse_duration
 
 DRIVERS = ("sync", "trio")
 
@@ -110,7 +110,7 @@ def plan_of(args: argparse.Namespace) -> BenchPlan:
 def migrate_if_needed(plan: BenchPlan, info: TextIO) -> list[int]:
     """Apply outstanding migrations (Go's bench only does so for in-memory SQLite, where there is
     no other way; here a fresh default SQLite file must work too). Returns the versions applied."""
-    from river_sync.migrator import Migrator
+    from river_db.migrator import Migrator
 
     with Migrator(plan.url, schema=plan.schema) as migrator:
         if migrator.validate().ok:
@@ -154,10 +154,10 @@ def run(plan: BenchPlan, tally: Tally, info: TextIO) -> BenchResult:
           f"{plan.max_workers}, fetch cooldown {FETCH_COOLDOWN.total_seconds() * 1000:g}ms, "
           f"poll interval {FETCH_POLL_INTERVAL.total_seconds() * 1000:g}ms", file=info, flush=True)
     if plan.driver == "trio":
-        from river_trio.bench import run_trio
+        from river_tools.bench_trio import run_trio
 
         return run_trio(plan, tally, info)
-    from river_sync.bench import run_sync
+    from river_tools.bench import run_sync
 
     return run_sync(plan, tally, info)
 

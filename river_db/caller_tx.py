@@ -25,16 +25,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from river_db.connect import sqlalchemy_kind
+from river_db.executor import Executor
+from river_db.sqlite import check_sqlite_version
 from river_protocol.dialects.base import Dialect
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import ValidationError
-from river_sync.connections import check_sqlite_version, sqlalchemy_kind
-from river_sync.executor import Executor
 
 _SQLITE_HINT = (
     "Open the connection with a module providing a newer SQLite, e.g. "
-    "river_sync.sqlite_compat.connect_sqlite(path) or sqlean.connect(path); with SQLAlchemy use "
+    "river_db.sqlite.connect_sqlite(path) or sqlean.connect(path); with SQLAlchemy use "
     "create_engine('sqlite:///path.db', module=sqlean)."
 )
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+from river_db.connect import dialect_of_connection, open_connection
+from river_db.executor import Executor
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import MigrationError, RiverError
@@ -27,8 +29,6 @@ from river_protocol.migrations import (
     unapplied,
 )
 from river_protocol.migrations.bundle import check_direction
-from river_sync.db import dialect_of_connection, open_connection
-from river_sync.executor import Executor
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,22 +1,22 @@
-"""Sync DB-API connection utilities shared by both drivers.
+"""Blocking DB-API connections, shared by both drivers.
 
 river_trio drives the very same sync psycopg/SQLite connections as river_sync,
 only from worker threads, so everything here that does not wait on a pool or a
-lock (checking, resetting, opening, reading URLs and engines) lives once, here;
+lock (opening, checking, resetting, reading pools and engines) lives once, here;
 ``river_sync.database`` and ``river_trio.database`` keep only their waiting.
 """
 
 from __future__ import annotations
 
 import logging
-from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from river_db.sqlite import MIN_VERSION, MIN_VERSION_TEXT, connect_sqlite
+from river_db.urls import DialectName, default_database_url, parse_database_url
 from river_protocol.dialects.base import Dialect
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import ValidationError
-from river_sync.sqlite_compat import MIN_VERSION, connect_sqlite
 
 if TYPE_CHECKING:
     import psycopg
@@ -27,8 +27,6 @@ DEFAULT_POOL_SIZE = 10
 DEFAULT_SQLITE_READERS = 4
 DEFAULT_ACQUIRE_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
-
-_MIN_VERSION_TEXT = ".".join(map(str, MIN_VERSION))
 
 NO_LISTEN_ON_SQLITE = "SQLite has no LISTEN/NOTIFY connection; use the outbox notifier"
 
@@ -100,7 +98,8 @@ def connect_dedicated(conninfo: str, kwargs: dict[str, Any] | None = None) -> ps
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
-    conninfo = strip_driver(conninfo)
+    if "://" in conninfo:
+        conninfo = parse_database_url(conninfo).conninfo
     given = {**conninfo_to_dict(conninfo), **(kwargs or {})}
     params = {k: v for k, v in _DEDICATED_DEFAULTS.items() if k not in given}
     return psycopg.connect(conninfo, **{**params, **(kwargs or {}), "autocommit": True})
@@ -112,74 +111,6 @@ def pool_connect_args(pool: Any) -> tuple[str, dict[str, Any]]:
     conninfo = pool.conninfo() if callable(pool.conninfo) else pool.conninfo
     kwargs = pool.kwargs() if callable(pool.kwargs) else pool.kwargs
     return str(conninfo), dict(kwargs or {})
-
-
-# ---------------------------------------------------------------- sqlite
-
-
-def _sqlite_version(conn: Any) -> tuple[int, ...]:
-    cur = conn.cursor()
-    try:
-        cur.execute("SELECT sqlite_version()")
-        text = cur.fetchone()[0]
-    finally:
-        cur.close()
-    return tuple(int(part) for part in str(text).split("."))
-
-
-def check_sqlite_version(conn: Any, *, hint: str) -> None:
-    """Refuse a SQLite connection too old for River's schema (JSONB needs >= 3.45)."""
-    version = _sqlite_version(conn)
-    if version < MIN_VERSION:
-        found = ".".join(map(str, version))
-        raise ValidationError(
-            f"SQLite {found} is too old: River's schema needs SQLite >= {_MIN_VERSION_TEXT} (JSONB). {hint}"
-        )
-
-
-def sqlite_reader_count(path: str, readers: int) -> int:
-    """How many reader connections a SQLite path may have besides its writer."""
-    memory = path in ("", ":memory:") or path.startswith("file::memory:")
-    # A private in-memory database exists only on its one connection.
-    return 0 if memory else max(0, readers)
-
-
-def open_sqlite(path: str, *, busy_timeout_ms: int, readonly: bool) -> Any:
-    """A checked connection for a pool: the writer, or a ``query_only`` reader."""
-    conn = connect_sqlite(path, busy_timeout_ms=busy_timeout_ms)
-    try:
-        check_sqlite_version(conn, hint="Install sqlean-py.")
-        if readonly:
-            conn.execute("PRAGMA query_only = ON")
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def sqlite_reset(conn: Any) -> bool:
-    """Roll back a leftover transaction; False (and closed) when the connection is unusable."""
-    try:
-        if conn.in_transaction:
-            log.warning("rolling back a transaction left open on a returned SQLite connection")
-            conn.rollback()
-        return True
-    except Exception:
-        log.warning("discarding a SQLite connection that could not be reset", exc_info=True)
-        with suppress(Exception):
-            conn.close()
-        return False
-
-
-def sqlite_to_explicit(conn: Any) -> Any:
-    """Switch a borrowed connection to explicit transactions; returns the isolation level to restore."""
-    # The DB-API's implicit BEGIN before DML would leave "autocommit" statements
-    # inside a transaction nobody commits; explicit transactions only.
-    previous = conn.isolation_level
-    if conn.in_transaction:
-        conn.rollback()
-    conn.isolation_level = None
-    return previous
 
 
 def outside_tx(obj: Any) -> str | None:
@@ -220,7 +151,7 @@ def sqlalchemy_kind(engine_or_dialect: Any) -> str:
             found = ".".join(map(str, version))
             raise ValidationError(
                 f"the engine's SQLite module provides SQLite {found}, but River's schema needs "
-                f">= {_MIN_VERSION_TEXT} (JSONB). Configure the engine with a newer module, e.g. "
+                f">= {MIN_VERSION_TEXT} (JSONB). Configure the engine with a newer module, e.g. "
                 "`import sqlean; create_engine('sqlite:///path.db', module=sqlean)`"
             )
         return "sqlite"
@@ -238,40 +169,40 @@ def engine_connect_args(engine: Any, kind: str) -> tuple[str, dict[str, Any]]:
     return (str(cargs[0]) if cargs else ""), params
 
 
-# ---------------------------------------------------------------- urls
-
-
-def url_kind(url: str) -> str:
-    """'postgres' or 'sqlite' for a database URL, else ValidationError."""
-    scheme = url.partition("://")[0].split("+", 1)[0].lower() if "://" in url else url.split(":")[0]
-    if scheme in ("postgres", "postgresql"):
-        return "postgres"
-    if scheme == "sqlite":
-        return "sqlite"
-    raise ValidationError(
-        f"unsupported database URL {url.split('://')[0]!r}://...: use postgres://, postgresql:// or sqlite://"
-    )
-
-
 def check_pool_size(pool_size: int) -> None:
     if pool_size < 1:
         raise ValidationError(f"pool_size must be at least 1, got {pool_size}")
 
 
-def sqlite_path_from_url(url: str) -> str:
-    """Go River's CLI convention: ``sqlite://rel.db`` is relative, ``sqlite:///abs.db`` absolute;
-    ``sqlite://`` and ``sqlite://:memory:`` are an in-memory database."""
-    rest = url.split("://", 1)[1] if "://" in url else url.split(":", 1)[1]
-    if rest in ("", ":memory:"):
-        return ":memory:"
-    from river_sync.db import sqlite_path
-
-    return sqlite_path(url)
+# ---------------------------------------------------------------- by URL
 
 
-def strip_driver(url: str) -> str:
-    """``postgresql+psycopg://...`` -> ``postgresql://...`` (libpq knows no driver suffix)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    return scheme.split("+", 1)[0] + sep + rest
+def open_connection(url: str | None = None) -> tuple[Any, DialectName]:
+    """Connect to ``url`` (default: ``default_database_url()``); returns (connection, dialect name)."""
+    url = url or default_database_url()
+    parsed = parse_database_url(url)
+    if parsed.dialect == "postgres":
+        import psycopg
+
+        return psycopg.connect(parsed.conninfo, autocommit=True), parsed.dialect
+    return connect_sqlite(parsed.path), parsed.dialect
+
+
+def dialect_of_connection(conn: Any) -> DialectName:
+    """"postgres" for a psycopg connection, "sqlite" for an sqlite3/sqlean one."""
+    module = type(conn).__module__.split(".", 1)[0]
+    if module == "psycopg":
+        if not conn.autocommit:
+            raise ValidationError(
+                "the psycopg connection must be in autocommit mode (autocommit=True): "
+                "migrations manage their own transactions"
+            )
+        return "postgres"
+    if module in ("sqlite3", "sqlean"):
+        if conn.isolation_level is not None:
+            raise ValidationError(
+                "the SQLite connection must use isolation_level=None (autocommit): "
+                "migrations manage their own transactions; see river_db.sqlite.connect_sqlite"
+            )
+        return "sqlite"
+    raise ValidationError(f"unsupported connection type {type(conn).__module__}.{type(conn).__name__}")

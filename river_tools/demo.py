@@ -1,4 +1,4 @@
-"""``python -m river_sync.demo``: River in one minute, on an embedded SQLite file.
+"""``python -m river_tools.demo``: River in one minute, on an embedded SQLite file.
 
 It migrates a database (default ``./river-demo.sqlite3``, recreated on every
 run; or ``--database-url``, used as it is), inserts a handful of jobs that
@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar, TextIO
 
+from river_db.events import Event
+from river_db.migrator import Migrator
 from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.options import InsertOpts
@@ -30,8 +32,6 @@ from river_protocol.work import JobCancel, JobSnooze
 from river_protocol.workers import Workers
 from river_sync.client import Client, QueueConfig
 from river_sync.context import WorkContext
-from river_sync.events import Event
-from river_sync.migrator import Migrator
 
 DEFAULT_DATABASE = "river-demo.sqlite3"
 DEADLINE_SECONDS = 30.0
@@ -272,7 +272,7 @@ def run(url: str | None, out: TextIO | None = None) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m river_sync.demo",
+        prog="python -m river_tools.demo",
         description="River in one minute: insert jobs of several kinds, work them, report what happened.",
     )
     parser.add_argument(

@@ -31,9 +31,9 @@ from typing import Any
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import QueueConfig
 from river_protocol.errors import RiverError, ValidationError
-from river_sync.cli import EXIT_OK, UsageError
 from river_sync.client import Client
 from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
+from river_tools.cli.main import EXIT_OK, UsageError
 
 log = logging.getLogger("river.work")
 

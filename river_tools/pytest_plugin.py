@@ -64,10 +64,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _truncate_sqlite(url: str) -> None:
-    from river_sync.connections import sqlite_path_from_url
-    from river_sync.sqlite_compat import connect_sqlite
+    from river_db.sqlite import connect_sqlite
+    from river_db.urls import sqlite_path
 
-    conn = connect_sqlite(sqlite_path_from_url(url))
+    conn = connect_sqlite(sqlite_path(url))
     try:
         tables = [row[0] for row in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'river\\_%' ESCAPE '\\' "
@@ -101,7 +101,7 @@ def _truncate_postgres(url: str) -> None:
 @pytest.fixture(scope="session")
 def river_sqlite_session_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The session's migrated SQLite database (not emptied between tests; prefer river_sqlite_url)."""
-    from river_sync.migrator import Migrator
+    from river_db.migrator import Migrator
 
     path = tmp_path_factory.mktemp("river") / "river.sqlite3"
     url = f"sqlite:///{path}"
@@ -130,7 +130,7 @@ def river_postgres_session_url(pytestconfig: pytest.Config) -> Iterator[str]:
     """The session's migrated scratch Postgres database (not emptied between tests)."""
     import psycopg
 
-    from river_sync.migrator import Migrator
+    from river_db.migrator import Migrator
 
     base = pytestconfig.getoption("river_postgres_url") or os.environ.get(ENV_POSTGRES_URL)
     if not base:

@@ -17,7 +17,7 @@ from typing import Any
 
 from river_protocol.errors import ValidationError
 from river_protocol.options import validate_kind, validate_queue_name
-from river_sync.cli import EXIT_OK, CommandFailed, UsageError
+from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _RESERVED = frozenset({"river_protocol", "river_sync", "river_trio", "conformance", "tests", "conftest"})

@@ -19,6 +19,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
+from river_db.connect import open_connection
+from river_db.executor import Executor
+from river_db.urls import ENV_DATABASE_URL, dialect_of_url
+from river_db.urls import sqlite_file_path as sqlite_path
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import JobNotFoundError, ValidationError
@@ -46,7 +50,7 @@ from river_protocol.options import (
 )
 from river_protocol.outcomes import cancel_attempted_at_json
 from river_protocol.states import FINALIZED_STATES, JobState
-from river_sync.cli import (
+from river_tools.cli.main import (
     EXIT_FAILURE,
     EXIT_OK,
     CommandFailed,
@@ -54,7 +58,7 @@ from river_sync.cli import (
     add_database_flags,
     database_url,
 )
-from river_sync.cli_output import (
+from river_tools.cli.output import (
     Progress,
     compact_json,
     confirm,
@@ -68,8 +72,6 @@ from river_sync.cli_output import (
     rfc3339,
     truncate,
 )
-from river_sync.db import ENV_DATABASE_URL, dialect_of_url, open_connection, sqlite_path
-from river_sync.executor import Executor
 
 BATCH = 1000
 PAGE = 500
@@ -134,7 +136,7 @@ def _missing_tables(exc: BaseException) -> bool:
 
 
 def _redact(url: str) -> str:
-    from river_sync.cli import _redact as redact
+    from river_tools.cli.main import _redact as redact
 
     return redact(url)
 

@@ -12,14 +12,14 @@ import argparse
 from collections import Counter
 from typing import Any
 
+from river_db.executor import Executor
 from river_protocol.errors import QueueNotFoundError
 from river_protocol.intents import CountJobs, ListQueues, Notify, PauseQueue, QueueRow, ResumeQueue
 from river_protocol.machines.notifications import TOPIC_CONTROL, build_pause, build_resume
 from river_protocol.states import JobState
-from river_sync.cli import EXIT_OK, CommandFailed, add_database_flags
-from river_sync.cli_jobs import open_executor
-from river_sync.cli_output import print_json, print_table, rfc3339
-from river_sync.executor import Executor
+from river_tools.cli.jobs import open_executor
+from river_tools.cli.main import EXIT_OK, CommandFailed, add_database_flags
+from river_tools.cli.output import print_json, print_table, rfc3339
 
 ALL = "*"
 PAGE = 100

@@ -10,7 +10,7 @@ Jobs count as worked when their completion event arrives, as in Go: the event
 comes after the completer has committed the outcome, so the figures include
 that write. This module holds the driver-neutral parts (accounting, figures,
 database preparation, the output lines) and the threaded runner;
-``river_trio.bench`` holds the trio runner.
+``river_tools.bench_trio`` holds the trio runner.
 """
 
 from __future__ import annotations

@@ -18,16 +18,16 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+from river_db.urls import ENV_DATABASE_URL, default_database_url, dialect_of_url, parse_database_url
 from river_protocol.errors import MigrationError, RiverError, ValidationError
 from river_protocol.migrations import ALL, LINE_MAIN, LINES, check_line, migrations_for, render
-from river_sync.db import ENV_DATABASE_URL, default_database_url, dialect_of_url
 
 COMMAND_MODULES: tuple[str, ...] = (
-    "river_sync.cli_jobs",
-    "river_sync.cli_queues",
-    "river_sync.cli_bench",
-    "river_sync.cli_work",
-    "river_sync.cli_scaffold",
+    "river_tools.cli.jobs",
+    "river_tools.cli.queues",
+    "river_tools.cli.bench",
+    "river_tools.cli.work",
+    "river_tools.cli.scaffold",
 )
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -63,7 +63,13 @@ def add_line_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def database_url(args: argparse.Namespace) -> str:
-    return str(args.database_url or default_database_url())
+    """The database URL a command works on, checked before anything is opened or created."""
+    url = str(args.database_url or default_database_url())
+    try:
+        parse_database_url(url)
+    except ValidationError as exc:
+        raise UsageError(f"--database-url: {exc}") from exc
+    return url
 
 
 def _check_line(line: str) -> None:
@@ -74,7 +80,7 @@ def _check_line(line: str) -> None:
 
 
 def _open_migrator(args: argparse.Namespace) -> Any:
-    from river_sync.migrator import Migrator
+    from river_db.migrator import Migrator
 
     _check_line(args.line)
     url = database_url(args)

@@ -1,6 +1,6 @@
 """``river bench --driver trio``: River's benchmark worked by a ``river_trio.Client``.
 
-The accounting, figures and output lines are ``river_sync.bench``'s; this is
+The accounting, figures and output lines are ``river_tools.bench``'s; this is
 only the trio runner: the client, its completion events, the continuous
 inserter and the one-second progress lines as tasks of one nursery.
 """
@@ -14,7 +14,7 @@ from typing import TextIO
 import trio
 
 from river_protocol.workers import Workers
-from river_sync.bench import (
+from river_tools.bench import (
     CONTINUOUS_BATCH,
     FETCH_COOLDOWN,
     FINISH_EVENTS,
@@ -117,7 +117,7 @@ async def _run(plan: BenchPlan, tally: Tally, out: TextIO) -> float:
 
 
 def run_trio(plan: BenchPlan, tally: Tally, out: TextIO) -> BenchResult:
-    """Work the benchmark with a ``river_trio.Client`` (see ``river_sync.bench.run_sync``)."""
+    """Work the benchmark with a ``river_trio.Client`` (see ``river_tools.bench.run_sync``)."""
     ended_at: float = trio.run(_run, plan, tally, out)
     return result_of(plan, tally, ended_at)
 

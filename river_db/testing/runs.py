@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from river_db.testing.builder import TEST_CLIENT_ID, build_job
 from river_protocol.client_core import EVENT_FOR_REASON, ClientConfig, ClientCore, EventKind, JobPlan
 from river_protocol.constants import MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import ValidationError
@@ -26,7 +27,6 @@ from river_protocol.retry import RetryPolicy
 from river_protocol.states import JobState
 from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, wants_error_handler
 from river_protocol.workers import Workers
-from river_sync.testing.builder import TEST_CLIENT_ID, build_job
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from river_db.events import Event
 from river_protocol.client_core import EVENT_FOR_QUEUE, EVENT_FOR_REASON, LeaderElectionConfig
 from river_protocol.errors import ValidationError
 from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.producer import ProducerOutput
-from river_sync.events import Event
 
 
 @dataclass(slots=True)

@@ -1,0 +1,95 @@
+"""Resumable steps, the part both drivers share: ``ctx.step``, ``ctx.cursor``, ``ctx.set_cursor``.
+
+The rules live in ``river_protocol.resumable``. What differs between the
+drivers is only ``checkpoint`` (it writes inside the worker's transaction), so
+each driver's ``WorkContext`` adds that; ``checkpoint_intent`` is the part of
+it that does not wait.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any
+
+from river_protocol.intents import UpdateJobMetadata
+from river_protocol.job import JobRow
+from river_protocol.resumable import ResumableState, StepStart, encode_updates
+
+UNSET: Any = object()
+
+
+def _decode(raw: bytes | None) -> Any:
+    return None if raw is None else json.loads(raw)
+
+
+class Step:
+    """One named step: a decorator that runs (or skips) the function, or a context manager."""
+
+    def __init__(self, ctx: ResumableSteps, name: str) -> None:
+        self._ctx = ctx
+        self.name = name
+        self._start: StepStart | None = None
+        self.skip = False
+        self.cursor: Any = None
+
+    def __call__(self, fn: Callable[..., Any]) -> Any:
+        """Run ``fn`` now unless the step is skipped; returns its result (None when skipped)."""
+        with self as step:
+            if step.skip:
+                return None
+            takes_cursor = positional_count(fn) >= 1
+            return fn(step.cursor) if takes_cursor else fn()
+
+    def __enter__(self) -> Step:
+        self._start = self._ctx._resumable().begin(self.name)
+        self.skip = not self._start.run
+        self.cursor = _decode(self._start.cursor)
+        return self
+
+    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if self._start is not None and self._start.run:
+            self._ctx._resumable().end(self.name, exc)
+
+
+def positional_count(fn: Callable[..., Any]) -> int:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL))
+
+
+class ResumableSteps:
+    """Mixed into ``WorkContext``; needs ``job``, ``client`` and ``metadata_updates``."""
+
+    job: JobRow
+    client: Any
+    metadata_updates: dict[str, Any]
+    _resumable_state: ResumableState | None = None
+
+    def _resumable(self) -> ResumableState:
+        if self._resumable_state is None:
+            self._resumable_state = ResumableState.from_metadata(self.job.metadata)
+        return self._resumable_state
+
+    def step(self, name: str) -> Step:
+        """The step ``name`` (unique within a run); see the module docstring."""
+        return Step(self, name)
+
+    def cursor(self, name: str) -> Any:
+        """The cursor stored for step ``name`` by an earlier attempt or ``set_cursor`` (None if none)."""
+        return _decode(self._resumable().cursor(name))
+
+    def set_cursor(self, name: str, value: Any) -> None:
+        """Record progress of the running step ``name``; kept if the attempt fails (Go-JSON encoded)."""
+        self._resumable().set_cursor(name, value)
+
+    def _checkpoint_intent(self, cursor: Any = UNSET) -> tuple[UpdateJobMetadata, dict[str, Any]]:
+        """The metadata update a checkpoint writes, and the updates to record once it has."""
+        state = self._resumable()
+        if cursor is not UNSET and state.current_step:
+            state.set_cursor(state.current_step, cursor)
+        updates = state.checkpoint_updates()
+        return UpdateJobMetadata(self.job.id, encode_updates(updates)), updates

@@ -1,0 +1,115 @@
+"""The one reader of database URLs, for both drivers, the CLI and the test helpers.
+
+Accepted forms:
+
+- ``postgres://...`` and ``postgresql://...``, with an optional SQLAlchemy-style
+  driver suffix (``postgresql+psycopg://...``), which libpq does not know and is
+  dropped before connecting;
+- ``sqlite://PATH`` (relative to the working directory, Go River's CLI
+  convention), ``sqlite:///ABS/PATH``, and ``sqlite://`` or ``sqlite://:memory:``
+  for an in-memory database; the SQLAlchemy-style ``sqlite+pysqlite://`` too;
+- a bare path, only where it is plainly a file: it contains a ``/`` or ends in
+  ``.sqlite``, ``.sqlite3`` or ``.db``. A bare word such as ``garbage`` is
+  refused rather than silently becoming a new SQLite file in the working
+  directory.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+from river_protocol.errors import ValidationError
+
+DialectName = Literal["postgres", "sqlite"]
+
+DEFAULT_SQLITE_FILE = "river.sqlite3"
+ENV_DATABASE_URL = "RIVER_DATABASE_URL"
+MEMORY = ":memory:"
+
+_SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+ACCEPTED_FORMS = (
+    "postgres://..., postgresql://..., sqlite://RELATIVE/PATH, sqlite:///ABSOLUTE/PATH, sqlite://:memory:, "
+    "or a file path containing '/' or ending in .sqlite, .sqlite3 or .db"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseURL:
+    """A parsed database URL: ``conninfo`` for Postgres (driver suffix dropped), ``path`` for SQLite."""
+
+    dialect: DialectName
+    text: str
+    conninfo: str = ""
+    path: str = ""
+
+    @property
+    def in_memory(self) -> bool:
+        return self.dialect == "sqlite" and self.path == MEMORY
+
+
+def default_database_url() -> str:
+    """``$RIVER_DATABASE_URL`` if set, else ``river.sqlite3`` in the working directory."""
+    return os.environ.get(ENV_DATABASE_URL) or f"sqlite://{DEFAULT_SQLITE_FILE}"
+
+
+def _sqlite(text: str, rest: str) -> DatabaseURL:
+    if "?" in rest:
+        raise ValidationError(f"SQLite URL {text!r}: query parameters are not supported")
+    return DatabaseURL("sqlite", text, path=rest if rest not in ("", MEMORY) else MEMORY)
+
+
+def is_plain_file_path(text: str) -> bool:
+    """True for a bare string that can only mean a file: it has a ``/`` or a SQLite file ending."""
+    return "/" in text or text.lower().endswith(_SQLITE_SUFFIXES)
+
+
+def parse_database_url(text: str) -> DatabaseURL:
+    """Parse ``text`` without connecting; ValidationError names the accepted forms."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError(f"empty database URL: use {ACCEPTED_FORMS}")
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        base = scheme.split("+", 1)[0].lower()
+        if base in ("postgres", "postgresql"):
+            return DatabaseURL("postgres", text, conninfo=base + sep + rest)
+        if base == "sqlite":
+            return _sqlite(text, rest)
+        raise ValidationError(f"unsupported database URL {scheme!r}://...: use {ACCEPTED_FORMS}")
+    if text.lower().startswith("sqlite:"):
+        return _sqlite(text, text.split(":", 1)[1])
+    if text == MEMORY:
+        return DatabaseURL("sqlite", text, path=MEMORY)
+    if is_plain_file_path(text):
+        return _sqlite(text, text)
+    raise ValidationError(f"not a database URL: {text!r}; use {ACCEPTED_FORMS}")
+
+
+def dialect_of_url(text: str) -> DialectName:
+    """``"postgres"`` or ``"sqlite"`` for ``text``, without connecting."""
+    return parse_database_url(text).dialect
+
+
+def sqlite_path(text: str) -> str:
+    """The file path (or ``:memory:``) of a SQLite URL; ValidationError for a Postgres one."""
+    url = parse_database_url(text)
+    if url.dialect != "sqlite":
+        raise ValidationError(f"{text!r} is not a SQLite URL")
+    return url.path
+
+
+def sqlite_file_path(text: str) -> str:
+    """Like ``sqlite_path`` but refuses an in-memory database (commands that need a file)."""
+    path = sqlite_path(text)
+    if path == MEMORY:
+        raise ValidationError(f"SQLite URL {text!r} has no file path: use sqlite://river.sqlite3")
+    return path
+
+
+def postgres_conninfo(text: str) -> str:
+    """The libpq connection string of a Postgres URL (the driver suffix dropped)."""
+    url = parse_database_url(text)
+    if url.dialect != "postgres":
+        raise ValidationError(f"{text!r} is not a Postgres URL")
+    return url.conninfo

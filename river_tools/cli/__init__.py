@@ -1,0 +1,1 @@
+"""The ``river`` command line (``river_tools.cli.main:main``)."""
