@@ -1,4 +1,4 @@
-"""River's defaults (PROTOCOL.md §1) as named values.
+"""River's defaults (docs/protocol.md §1) as named values.
 
 Durations are ``timedelta``; counts are ``int``. Machines take these as
 defaults for their settings, so a client option and the spec share one name.

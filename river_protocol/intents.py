@@ -7,7 +7,7 @@ Drivers only run statements, so the same intent means the same thing on
 Postgres and SQLite, from the threaded driver or from trio.
 
 ``now`` fields: ``None`` means "the database clock" (what Go does outside
-tests); machines pass the client clock where Go uses it (PROTOCOL.md §3.4).
+tests); machines pass the client clock where Go uses it (docs/protocol.md §3.4).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class ClaimJobs(Intent):
 
 @dataclass(frozen=True, slots=True)
 class SetStateUpdate:
-    """One job's requested final state (PROTOCOL.md §8.1); ``None`` = leave unchanged."""
+    """One job's requested final state (docs/protocol.md §8.1); ``None`` = leave unchanged."""
 
     id: int
     state: JobState

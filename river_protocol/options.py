@@ -1,4 +1,4 @@
-"""Insert options and how River resolves them into one row to insert (PROTOCOL.md §5.1).
+"""Insert options and how River resolves them into one row to insert (docs/protocol.md §5.1).
 
 Precedence per option: explicit ``InsertOpts`` > the args type's default
 options > client default. Zero values (0, ``""``, ``None``) mean "not set", as
@@ -142,7 +142,7 @@ def resolve_insert_params(
     unique_fields: Sequence[str],
     now: datetime | GoTime,
 ) -> InsertParams:
-    """One job's row, options applied as Go's client does (PROTOCOL.md §5.1).
+    """One job's row, options applied as Go's client does (docs/protocol.md §5.1).
 
     ``now`` is the client clock at insert; it decides a ByPeriod bucket even when
     the job is scheduled for later. The args type's default metadata is ignored

@@ -1,4 +1,4 @@
-"""Work outcomes and the set-state request each one becomes (PROTOCOL.md §7.2, §8.1, §9).
+"""Work outcomes and the set-state request each one becomes (docs/protocol.md §7.2, §8.1, §9).
 
 A worker's run ends in exactly one outcome value. ``outcome_to_update`` turns it
 into the completer's ``SetStateUpdate`` the way Go's executor does, and

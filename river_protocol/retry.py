@@ -1,4 +1,4 @@
-"""River's retry policy: when a failed job runs again (PROTOCOL.md §7.4).
+"""River's retry policy: when a failed job runs again (docs/protocol.md §7.4).
 
 The delay is ``n**4`` seconds with ``n = len(job.errors) + 1`` (the error count,
 not ``attempt``, so snoozes never lengthen it), jittered by ±10 % and capped at

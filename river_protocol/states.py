@@ -1,6 +1,6 @@
 """Job states and River's state diagram, in one table.
 
-The table lists every transition River's components make (PROTOCOL.md §4).
+The table lists every transition River's components make (docs/protocol.md §4).
 Machines and the lifecycle property test consult it; nothing else decides
 whether a state change is legal.
 """

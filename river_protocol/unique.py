@@ -1,7 +1,7 @@
 """Unique jobs: the ``unique_states`` bitmask, ``UniqueOpts`` and the ``unique_key`` bytes.
 
 Go River and River for Python dedupe against each other only if both derive
-byte-identical keys (PROTOCOL.md §3.2, §3.3), so this module reproduces Go's
+byte-identical keys (docs/protocol.md §3.2, §3.3), so this module reproduces Go's
 builder exactly, quirks included: args member names are gjson/sjson *paths*
 (see ``river_protocol.gjson``), period buckets count from Go's zero time, and
 the bucket is rendered in the clock value's own time zone.

@@ -1,5 +1,5 @@
 """What a worker's run means: outcome exceptions, the result → outcome rule, and
-the executor's "job finished" decision (PROTOCOL.md §7, §9, §12.4).
+the executor's "job finished" decision (docs/protocol.md §7, §9, §12.4).
 
 Workers request outcomes by raising ``JobSnooze`` / ``JobCancel`` /
 ``JobDiscard`` (or returning one of them, or a ``WorkOutcome`` value); any

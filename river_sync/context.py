@@ -99,7 +99,7 @@ class WorkContext(SyncResumableSteps):
         self.metadata_updates.update(record_output(value))
 
     def complete_in(self, tx: Any) -> JobRow | None:
-        """Mark this job completed inside the caller's transaction ``tx`` (PROTOCOL.md §7.5).
+        """Mark this job completed inside the caller's transaction ``tx`` (docs/protocol.md §7.5).
 
         ``tx`` is a psycopg connection, SQLAlchemy Connection/Session or sqlite3
         connection with an open transaction; the job is completed only if it

@@ -3,7 +3,7 @@
 Batched intents ship one array per column and ``unnest`` them, so a batch is
 one statement whatever its size (psycopg adapts lists to arrays; JSON goes as
 text and is cast). Rows come back through ``rows.pg_job_columns`` so one
-parser reads them all. Conditions follow PROTOCOL.md §5-§14.
+parser reads them all. Conditions follow docs/protocol.md §5-§14.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _now(b: Binder, now: datetime | None) -> str:
 
 def _channel(d: Any, b: Binder, topic: str) -> str:
     # Listeners subscribe to "<schema>.<topic>"; without a configured schema
-    # that is whatever schema the tables resolve to (PROTOCOL.md §12.1).
+    # that is whatever schema the tables resolve to (docs/protocol.md §12.1).
     return f"concat(coalesce({b.p(d.schema)}::text, current_schema()), '.', {b.p(topic)}::text)"
 
 
@@ -133,7 +133,7 @@ def dedupe_batch(jobs: tuple[InsertParams, ...]) -> tuple[list[int], list[int]]:
 
     Two inputs that would both enter the unique index with the same key
     conflict with each other; Postgres rejects such a statement and SQLite
-    silently merges them (PROTOCOL.md §5.2). Both dialects instead insert the
+    silently merges them (docs/protocol.md §5.2). Both dialects instead insert the
     first and report later ones as duplicates of it, as if inserted one by one.
     """
     first_by_key: dict[bytes, int] = {}

@@ -5,7 +5,7 @@ JSON array expanded with ``json_each`` and multi-step operations become
 several statements inside the intent's transaction (``BEGIN IMMEDIATE``
 makes this process the only writer meanwhile). JSON columns are JSONB:
 written through ``jsonb()``, read through ``json()``. Times are canonical UTC
-text (PROTOCOL.md §3.4) because River compares them as strings.
+text (docs/protocol.md §3.4) because River compares them as strings.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The batch completer (PROTOCOL.md §8.2): set-state requests in, batched statements out.
+"""The batch completer (docs/protocol.md §8.2): set-state requests in, batched statements out.
 
 Requests are keyed by job id (a newer request replaces a pending older one).
 One statement is in flight at a time; a failed sub-batch is retried with

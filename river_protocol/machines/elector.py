@@ -1,4 +1,4 @@
-"""Leader election (PROTOCOL.md §10): follower, leader, resigning, stopped.
+"""Leader election (docs/protocol.md §10): follower, leader, resigning, stopped.
 
 Leadership is trusted locally only until ``attempt start + TTL - 1 s`` of the
 last successful elect/reelect; a trust timer enforces that even when the

@@ -1,4 +1,4 @@
-"""Leader-only maintenance services (PROTOCOL.md §11), one machine each.
+"""Leader-only maintenance services (docs/protocol.md §11), one machine each.
 
 Every service shares one skeleton, ``MaintenanceService``: staggered start,
 a run every interval (or on a ``Schedule``), batches that continue while full
@@ -429,7 +429,7 @@ def rescue_decision(
     retry_policy: RetryPolicy,
     rand: Rng,
 ) -> RescueUpdate | None:
-    """PROTOCOL.md §11.3 for one stuck row; None = leave it alone.
+    """docs/protocol.md §11.3 for one stuck row; None = leave it alone.
 
     ``river:rescue_count`` is not in the update: both dialects increment it inside the
     RescueJobs statement (as Go does in SQL), so a value computed from this read could

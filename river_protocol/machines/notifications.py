@@ -1,4 +1,4 @@
-"""Payloads of River's three notification topics (PROTOCOL.md §12.1).
+"""Payloads of River's three notification topics (docs/protocol.md §12.1).
 
 Builders write what Go writes (key order and omitted empty fields included);
 parsers are lenient the way Go's ``json.Unmarshal`` is: unknown fields and

@@ -1,4 +1,4 @@
-"""The periodic job enqueuer (PROTOCOL.md §11.5), run by the leader only.
+"""The periodic job enqueuer (docs/protocol.md §11.5), run by the leader only.
 
 Definitions carry a schedule and a constructor returning fully resolved
 ``InsertParams`` (or None to skip a run). Every due definition (next run

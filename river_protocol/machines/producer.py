@@ -1,4 +1,4 @@
-"""The producer of one queue in one client (PROTOCOL.md §6.2-§6.4, §12.3, §13.3).
+"""The producer of one queue in one client (docs/protocol.md §6.2-§6.4, §12.3, §13.3).
 
 It decides *when* to claim and how many, never how to run a job: claimed rows
 come out as ``start_jobs`` and the driver reports each one back with

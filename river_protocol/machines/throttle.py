@@ -1,4 +1,4 @@
-"""The per-process insert-notification throttle (PROTOCOL.md §5.4).
+"""The per-process insert-notification throttle (docs/protocol.md §5.4).
 
 A queue is announced on ``river_insert`` at most once per fetch cooldown per
 client process. The send time is recorded when permission is granted, before

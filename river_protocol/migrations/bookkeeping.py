@@ -1,4 +1,4 @@
-"""The plan shared by both dialects for one migration version (PROTOCOL §2.5 steps 3-5)."""
+"""The plan shared by both dialects for one migration version (docs/protocol.md §2.5 steps 3-5)."""
 
 from __future__ import annotations
 

@@ -246,7 +246,7 @@ def test_insert_jobs_fast_unique_conflict(db: DB) -> None:
     insert(db, job("u", unique_key=KEY, unique_states=245))
     batch = InsertJobsFast(jobs=(job("u", unique_key=KEY, unique_states=245), job("x")))
     if db.pg:
-        # COPY aborts the whole batch on a unique conflict (PROTOCOL.md §5.3).
+        # COPY aborts the whole batch on a unique conflict (docs/protocol.md §5.3).
         import psycopg
 
         with pytest.raises(psycopg.errors.UniqueViolation):

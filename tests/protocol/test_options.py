@@ -1,4 +1,4 @@
-"""InsertOpts validation and River's insert-parameter precedence (PROTOCOL.md §5.1)."""
+"""InsertOpts validation and River's insert-parameter precedence (docs/protocol.md §5.1)."""
 
 from __future__ import annotations
 
