@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
+from river_db.urls import MEMORY
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import QueueConfig
 from river_protocol.errors import RiverError, ValidationError
@@ -58,6 +59,9 @@ def register(sub: Any) -> None:
                    help="passed to ATTR as database_url= (ATTR must be a callable accepting it)")
     p.add_argument("--schema", help="passed to ATTR as schema= (ATTR must be a callable accepting it)")
     p.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="logging level (default: info)")
+    p.add_argument("--processes", type=_positive, default=1, metavar="N",
+                   help="run N worker processes, each with its own client, under a supervisor that passes "
+                   "stop signals on and restarts a process that dies (default: 1, no supervisor)")
     p.set_defaults(func=cmd_work)
 
 
@@ -182,6 +186,8 @@ def cmd_work(args: argparse.Namespace) -> int:
     if not queues:
         raise UsageError(f"{args.target} works no queues: configure queues= on the client or pass --queues")
     tag_filter = tag_filter_of(args)
+    if args.processes > 1:
+        return _supervise(args, client)
     if args.queues is not None or args.max_workers is not None or tag_filter is not None:
         apply_overrides(client, queues, tag_filter)
     described = ", ".join(f"{name} ({q.max_workers} workers)" for name, q in queues.items())
@@ -232,3 +238,43 @@ class _EarlySignals:
         log.info("%s", ready)
         for signum in self.received:
             os.kill(os.getpid(), signum)
+
+
+# ---------------------------------------------------------------- --processes
+
+
+def child_command(args: argparse.Namespace) -> list[str]:
+    """The ``river work`` command line each supervised process runs: these flags, one process."""
+    argv = [sys.executable, "-m", "river_tools.cli", "work", args.target, "--log-level", args.log_level]
+    if args.queues is not None:
+        argv += ["--queues", ",".join(args.queues)]
+    if args.max_workers is not None:
+        argv += ["--max-workers", str(args.max_workers)]
+    if args.tags:
+        argv += ["--tags", ",".join(args.tags)]
+    if args.untagged:
+        argv.append("--untagged")
+    if args.database_url:
+        argv += ["--database-url", args.database_url]
+    if args.schema:
+        argv += ["--schema", args.schema]
+    return argv
+
+
+def _supervise(args: argparse.Namespace, client: Client) -> int:
+    """Check the configuration once here, then hand the work to ``args.processes`` children."""
+    from river_tools.supervisor import Supervisor
+
+    dialect = client.database.dialect.name
+    # Database keeps its SQLite file path on its backend; ":memory:" cannot be shared by processes.
+    in_memory = dialect == "sqlite" and getattr(client.database._backend, "path", "") in ("", MEMORY)
+    client.stop()  # the supervisor holds no connection; each child builds its own client
+    if in_memory:
+        raise UsageError("--processes needs a database the processes can share; an in-memory SQLite "
+                         "database exists only inside one process")
+    if dialect == "sqlite":
+        log.warning("SQLite has one writer per file: %d processes share its write lock (claims and "
+                    "completions queue behind each other), so they add CPU for the jobs' own work, not "
+                    "queue throughput", args.processes)
+    log.info("supervising %d worker processes", args.processes)
+    return Supervisor(child_command(args), args.processes).run()

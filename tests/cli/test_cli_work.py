@@ -431,3 +431,153 @@ def test_a_client_without_queues_is_refused(app_module: str, capsys: pytest.Capt
     )
     assert main(["work", f"{app_module}_ro:client"]) == 2
     assert "works no queues" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- --processes N (a supervisor)
+
+PROCS_APP = '''
+import os
+import sys
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import ClassVar
+
+from river_sync import Client, LeaderElectionConfig, MaintenanceConfig, QueueConfig, Workers
+
+
+@dataclass
+class Hold:
+    kind: ClassVar[str] = "hold"
+
+
+workers = Workers()
+
+
+@dataclass
+class Stuck:
+    kind: ClassVar[str] = "stuck"
+
+
+def hold(ctx, args):
+    who = f"by {ctx.client.client_id} pid {os.getpid()}"
+    sys.stdout.write(f"started {ctx.job.id} attempt {ctx.job.attempt} {who}\\n")
+    sys.stdout.flush()
+    while not ctx.token.wait(0.05):
+        pass
+    ctx.raise_if_cancelled()
+
+
+workers.job(Hold)(hold)
+# The rescuer leaves a job alone while it is within its timeout, as River does: a short one.
+workers.job(Stuck, timeout=timedelta(seconds=1))(hold)
+
+
+def make_client():
+    return Client(
+        os.environ["WORK_APP_DB"], workers=workers, queues={"default": QueueConfig(max_workers=1)},
+        leader_election=LeaderElectionConfig(interval=timedelta(milliseconds=300),
+                                             jitter=timedelta(milliseconds=50), ttl=timedelta(seconds=2)),
+        maintenance=MaintenanceConfig(
+            rescue_after=timedelta(seconds=1), rescuer_interval=timedelta(milliseconds=200),
+            scheduler_interval=timedelta(milliseconds=200), stagger_start=False,
+        ),
+    )
+'''
+
+
+@dataclass
+class Hold:
+    kind: ClassVar[str] = "hold"
+
+
+@dataclass
+class Stuck:
+    kind: ClassVar[str] = "stuck"
+
+
+def expect_count(worker: WorkerProcess, text: str, count: int, stream: str = "out") -> list[str]:
+    """Wait until ``count`` lines containing ``text`` were seen on ``stream``; returns them."""
+    while True:
+        found = [line for line in worker.seen[stream] if text in line]
+        if len(found) >= count:
+            return found
+        try:
+            line = worker.lines[stream].get(timeout=WAIT)
+        except queue.Empty:
+            worker.proc.kill()
+            raise AssertionError(f"{count} x {text!r} not seen; seen: {worker.seen}") from None
+        worker.seen[stream].append(line)
+
+
+@pytest.fixture
+def procs_app_dir(tmp_path: Path) -> Path:
+    (tmp_path / "procs_app.py").write_text(PROCS_APP)
+    return tmp_path
+
+
+def test_processes_run_one_client_each_and_stop_in_two_steps(
+    procs_app_dir: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+) -> None:
+    ids = [inserter.insert(Hold()).job.id for _ in range(2)]
+    worker = WorkerProcess(procs_app_dir, db_url, "procs_app:make_client", "--processes", "2")
+    processes.append(worker)
+    started = expect_count(worker, "started ", 2)
+    # Each process works one job at a time, so both jobs running means both processes claimed one.
+    assert len({line.split(" by ")[1].split()[0] for line in started}) == 2  # two client ids
+    assert len({line.split(" pid ")[1] for line in started}) == 2
+    expect_count(worker, "working ", 2, "err")
+
+    worker.signal(signal.SIGTERM)
+    worker.expect("stopping after running jobs finish in 2 worker processes", "err")
+    expect_count(worker, "SIGTERM received: stopping after running jobs finish", 2, "err")
+    assert worker.proc.poll() is None  # the held jobs keep the soft stop waiting
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_code() == 0
+    for job_id in ids:
+        back = row(inserter, job_id)
+        assert back.state is JobState.AVAILABLE and back.attempt == 0  # cancelled by the hard stop
+
+
+def test_a_killed_process_is_restarted_and_its_job_rescued(
+    procs_app_dir: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+) -> None:
+    job_id = inserter.insert(Stuck()).job.id
+    worker = WorkerProcess(procs_app_dir, db_url, "procs_app:make_client", "--processes", "2")
+    processes.append(worker)
+    first = worker.expect(f"started {job_id} attempt 1")
+    victim = int(first.split(" pid ")[1])
+    os.kill(victim, signal.SIGKILL)
+    worker.expect("exited with status -9", "err")
+    restarted = expect_count(worker, " started (pid", 3, "err")  # 2 at first, then the replacement
+    assert "worker process" in restarted[-1] and f"(pid {victim})" not in restarted[-1]
+
+    # The killed client's job stays running until the leader's rescuer makes it retryable;
+    # then it runs again, attempt 2, in a live process.
+    again = worker.expect(f"started {job_id} attempt 2")
+    assert int(again.split(" pid ")[1]) != victim
+    rescued = row(inserter, job_id)
+    assert rescued.attempt >= 2 and "stuck" in rescued.errors[0].error.lower()
+
+    worker.signal(signal.SIGTERM)
+    expect_count(worker, "SIGTERM received: stopping after running jobs finish", 2, "err")
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_code() == 0
+
+
+def test_processes_refuse_an_in_memory_database(procs_app_dir: Path, processes: list[WorkerProcess]) -> None:
+    worker = WorkerProcess(procs_app_dir, "sqlite://:memory:", "procs_app:make_client", "--processes", "2")
+    processes.append(worker)
+    assert worker.exit_code() == 2
+    worker.expect("in-memory SQLite database exists only inside one process", "err")
+
+
+def test_child_command_repeats_the_flags_without_processes() -> None:
+    from river_tools.cli.work import child_command
+
+    args = argparse.Namespace(target="app:make", log_level="debug", queues=("a", "b"), max_workers=3,
+                              tags=("t",), untagged=False, database_url="sqlite://x.db", schema="s",
+                              processes=4)
+    assert child_command(args)[1:] == [
+        "-m", "river_tools.cli", "work", "app:make", "--log-level", "debug", "--queues", "a,b",
+        "--max-workers", "3", "--tags", "t", "--database-url", "sqlite://x.db", "--schema", "s",
+    ]
