@@ -11,6 +11,7 @@ so the command refuses a database that holds any unless ``--wipe`` (or
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -61,6 +62,9 @@ def register(sub: Any) -> None:
                    help="river_sync (threads) or river_trio (trio tasks) client (default: sync)")
     p.add_argument("--json", action="store_true",
                    help="print the final figures as one JSON object on stdout (progress goes to stderr)")
+    p.add_argument("--processes", type=_jobs, default=1, metavar="N",
+                   help="with --num-total-jobs: run the burn-down with 1 worker process, then with N, "
+                   "and report the scaling")
     p.add_argument("--wipe", "--yes", "-y", dest="wipe", action="store_true",
                    help="allow deleting the jobs already in the database")
     p.set_defaults(func=cmd_bench)
@@ -165,7 +169,11 @@ def run(plan: BenchPlan, tally: Tally, info: TextIO) -> BenchResult:
 def cmd_bench(args: argparse.Namespace) -> int:
     plan = plan_of(args)
     info = sys.stderr if args.json else sys.stdout
+    if args.processes > 1 and not plan.total_jobs:
+        raise UsageError("--processes needs --num-total-jobs: it compares burn-downs of the same load")
     migrated = migrate_if_needed(plan, info)
+    if args.processes > 1:
+        return _bench_processes(plan, args, info, migrated)
     tally = prepare(plan, wipe=args.wipe, info=info)
     result = run(plan, tally, info)
     if args.json:
@@ -173,4 +181,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     else:
         for line in final_lines(result):
             print(line)
+    return EXIT_OK
+
+
+def _bench_processes(plan: BenchPlan, args: argparse.Namespace, info: TextIO, migrated: list[int]) -> int:
+    from river_tools.bench_processes import run_scaling, scaling
+
+    prepare(dataclasses.replace(plan, total_jobs=None), wipe=args.wipe, info=info)  # the --wipe check
+    runs = run_scaling(plan, args.processes, info)
+    ratio = scaling(runs)
+    if args.json:
+        print(json.dumps({"driver": plan.driver, "database": plan.database, "mode": "processes",
+                          "runs": [r.to_json() for r in runs], "scaling": round(ratio, 3),
+                          "migrated": migrated}))
+    else:
+        print(f"bench: {args.processes} processes work {ratio:.2f}x the jobs/s of one")
     return EXIT_OK

@@ -456,3 +456,41 @@ def test_database_helpers(url: str) -> None:
         assert bench.db_latencies(db) == [pytest.approx(2.0 if db.dialect.name == "postgres" else 0.0)] * 4
         assert bench.delete_jobs(db) == 30
         assert bench.count_jobs(db) == 0
+
+
+# ---------------------------------------------------------------- --processes
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_processes_compare_one_worker_process_with_n(
+    capsys: pytest.CaptureFixture[str], url: str, driver: str
+) -> None:
+    code, out, err = run(capsys, "--database-url", url, "--num-total-jobs", "300", "--processes", "2",
+                         "--json", "--driver", driver, "--max-workers", "50")
+    assert code == 0, err
+    figures = json.loads(out)
+    assert (figures["driver"], figures["mode"]) == (driver, "processes")
+    assert [r["processes"] for r in figures["runs"]] == [1, 2]
+    for r in figures["runs"]:
+        assert r["jobs"] == 300 and r["seconds"] > 0 and r["client_cpu_us_per_job"] > 0
+        assert r["jobs_per_sec"] == pytest.approx(300 / r["seconds"], rel=0.01)
+    assert figures["scaling"] == pytest.approx(
+        figures["runs"][1]["jobs_per_sec"] / figures["runs"][0]["jobs_per_sec"], rel=0.01)
+    assert states(url) == {(BENCH_KIND, "completed"): 300}  # the second load, all worked
+    assert "bench: 2 process(es):" in err
+
+
+def test_processes_need_a_burn_down(capsys: pytest.CaptureFixture[str], url: str) -> None:
+    code, _, err = run(capsys, "--database-url", url, "--processes", "2", "--duration", "1s")
+    assert code == 2 and "--processes needs --num-total-jobs" in err
+
+
+def test_process_run_figures() -> None:
+    from river_tools.bench_processes import ProcessRun, scaling
+
+    one, two = ProcessRun(1, 1000, 2.0, 0.05), ProcessRun(2, 1000, 1.25, 0.06)
+    assert (one.jobs_per_sec, one.client_cpu_us_per_job) == (500.0, 50.0)
+    assert scaling([one, two]) == pytest.approx(1.6)
+    assert two.to_json() == {"processes": 2, "jobs": 1000, "seconds": 1.25, "jobs_per_sec": 800.0,
+                             "client_cpu_us_per_job": 60.0}
+    assert scaling([ProcessRun(1, 0, 0.0, 0.0), two]) == 0.0
