@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
-from river_protocol import gojson
 from river_protocol.args import arg_field
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
+from river_protocol.golang import encoding_json
 from river_protocol.intents import ClaimJobs, SetStateIfRunning, SetStateUpdate
 from river_protocol.machines.base import Tick
 from river_protocol.machines.completer import Completer, CompletionReason, Submit
@@ -50,7 +50,7 @@ def _unique_key() -> Callable[[], object] | None:
         from river_protocol.unique import UniqueOpts, unique_key
     except ImportError:
         return None
-    encoded = gojson.encode_args(SendEmail(42, "a@example.com", "Hi", 19.99, ["x"]))
+    encoded = encoding_json.encode_args(SendEmail(42, "a@example.com", "Hi", 19.99, ["x"]))
     opts = UniqueOpts(by_args=True, by_period=timedelta(hours=1))
     return lambda: unique_key("send_email", encoded, ["customer_id"], opts, NOW, "default")
 
@@ -58,7 +58,7 @@ def _unique_key() -> Callable[[], object] | None:
 def run() -> list[tuple[str, float]]:
     args = SendEmail(42, "a@example.com", "Welcome <3 & more", 19.99, ["vip", "eu"])
     results: list[tuple[str, float]] = []
-    results.append(("encode args (6-field dataclass)", per_op(lambda: gojson.encode_args(args))))
+    results.append(("encode args (6-field dataclass)", per_op(lambda: encoding_json.encode_args(args))))
     uk = _unique_key()
     if uk is not None:
         results.append(("unique key (by args + period)", per_op(uk)))

@@ -29,8 +29,8 @@ from datetime import datetime
 from typing import Any
 
 from river_protocol.errors import ValidationError
-from river_protocol.gojson import RawJSON, encode
-from river_protocol.gotime import format_rfc3339nano, parse_time
+from river_protocol.golang.encoding_json import RawJSON, encode
+from river_protocol.golang.gotime import format_rfc3339nano, parse_time
 from river_protocol.intents import (
     CancelJob,
     Intent,

@@ -2,9 +2,10 @@
 
 A job args type is usually a dataclass with a ``kind`` class attribute.
 Field-level JSON naming, ``omitempty`` and River's ``river:"unique"`` tag are
-declared with ``arg_field``; the Go-compatible encoder (``gojson``) and the
-unique-key builder (``unique``) both read this metadata, so a Python args type
-encodes and dedupes exactly like the Go struct it mirrors::
+declared with ``arg_field``; the Go-compatible encoder
+(``golang.encoding_json``) and the unique-key builder (``unique``) both read
+this metadata, so a Python args type encodes and dedupes exactly like the Go
+struct it mirrors::
 
     @dataclass
     class SendEmail:

@@ -46,7 +46,7 @@ from river_protocol.constants import (
 )
 from river_protocol.cron import Schedule
 from river_protocol.errors import ValidationError
-from river_protocol.gojson import encode_args
+from river_protocol.golang.encoding_json import encode_args
 from river_protocol.intents import InsertJobs, InsertParams, Intent, Notify
 from river_protocol.job import JobRow
 from river_protocol.leadership import Leadership, PeriodicJob, constructed_args, to_schedule

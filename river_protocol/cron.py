@@ -22,7 +22,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from river_protocol.errors import CronParseError, ValidationError
-from river_protocol.gotime import require_aware
+from river_protocol.golang.gotime import require_aware
 
 __all__ = [
     "STAR_BIT",

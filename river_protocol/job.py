@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from river_protocol.gotime import GoTime, format_rfc3339nano, parse_time
+from river_protocol.golang.gotime import GoTime, format_rfc3339nano, parse_time
 from river_protocol.states import JobState
 
 
@@ -32,7 +32,7 @@ class AttemptError:
 
 def encode_attempt_error(at: datetime | GoTime, attempt: int, error: str, trace: str = "") -> bytes:
     """The element's JSON exactly as Go's ``json.Marshal`` writes it (field order, HTML escaping)."""
-    from river_protocol.gojson import encode_go_string
+    from river_protocol.golang.encoding_json import encode_go_string
 
     return (
         b'{"at":' + encode_go_string(format_rfc3339nano(at))

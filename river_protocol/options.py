@@ -22,7 +22,7 @@ from river_protocol.constants import (
     TAG_RE,
 )
 from river_protocol.errors import ValidationError
-from river_protocol.gotime import GoTime, require_aware
+from river_protocol.golang.gotime import GoTime, require_aware
 from river_protocol.intents import InsertParams
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts, unique_key
@@ -116,9 +116,10 @@ def encode_metadata(metadata: Mapping[str, Any] | bytes | None) -> bytes:
         return bytes(metadata)
     if not isinstance(metadata, Mapping):
         raise ValidationError(f"metadata must be a mapping or JSON bytes, got {type(metadata).__name__}")
-    from river_protocol import gojson  # written alongside; imported late to keep this module light
+    # Imported late to keep this module light.
+    from river_protocol.golang import encoding_json
 
-    return gojson.encode(dict(metadata))
+    return encoding_json.encode(dict(metadata))
 
 
 # ---------------------------------------------------------------- resolution

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from river_protocol.errors import EncodingError, ValidationError
-from river_protocol.gotime import GoTime, format_rfc3339nano, to_gotime
+from river_protocol.golang.gotime import GoTime, format_rfc3339nano, to_gotime
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import AttemptError, JobRow, encode_attempt_error
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy, clamp_to_datetime
@@ -215,7 +215,7 @@ def gjson_int(value: Any) -> int:
 
 
 def _encode_updates(updates: Mapping[str, Any]) -> bytes:
-    from river_protocol.gojson import encode
+    from river_protocol.golang.encoding_json import encode
 
     # A Go map: encode sorts its keys as encoding/json does.
     return encode(dict(updates))
@@ -223,7 +223,7 @@ def _encode_updates(updates: Mapping[str, Any]) -> bytes:
 
 def record_output(value: Any) -> dict[str, Any]:
     """The metadata update for a worker's recorded output, refused above 32 MiB of JSON."""
-    from river_protocol.gojson import encode
+    from river_protocol.golang.encoding_json import encode
 
     size = len(encode(value))
     if size > OUTPUT_MAX_BYTES:

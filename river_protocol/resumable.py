@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from river_protocol.errors import RiverError, ValidationError
-from river_protocol.gojson import RawJSON, encode
+from river_protocol.golang.encoding_json import RawJSON, encode
 
 STEP_KEY = "river:resumable_step"
 CURSOR_KEY = "river:resumable_cursor"

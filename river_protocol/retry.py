@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from river_protocol.errors import ValidationError
-from river_protocol.gotime import NS_PER_SECOND, GoTime, to_gotime
+from river_protocol.golang.gotime import NS_PER_SECOND, GoTime, to_gotime
 from river_protocol.job import JobRow
 
 MAX_DURATION_NS = (1 << 63) - 1

@@ -3,8 +3,8 @@
 Go River and River for Python dedupe against each other only if both derive
 byte-identical keys (docs/protocol.md §3.2, §3.3), so this module reproduces Go's
 builder exactly, quirks included: args member names are gjson/sjson *paths*
-(see ``river_protocol.gjson``), period buckets count from Go's zero time, and
-the bucket is rendered in the clock value's own time zone.
+(see ``river_protocol.golang.gjson`` and ``.sjson``), period buckets count from
+Go's zero time, and the bucket is rendered in the clock value's own time zone.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from river_protocol import gjson
 from river_protocol.args import is_skipped, is_unique, json_name
 from river_protocol.errors import ValidationError
-from river_protocol.gotime import NS_PER_SECOND, GoTime, to_gotime
+from river_protocol.golang import gjson, sjson
+from river_protocol.golang.gotime import NS_PER_SECOND, GoTime, to_gotime
 from river_protocol.states import JobState
 
 # ---------------------------------------------------------------- states bitmask
@@ -168,11 +168,13 @@ def _args_part(encoded_args: bytes, unique_fields: Sequence[str]) -> bytes:
             found = gjson.get(encoded_args, path)
             if not found.exists() or found.raw == b"undefined":
                 continue
-            doc = gjson.set_raw(doc, path, found.raw)
+            doc = sjson.set_raw(doc, path, found.raw)
         return doc
     doc = b"{}"
-    for key in sorted(gjson.top_level_keys(encoded_args)):
-        doc = gjson.set_raw(doc, key, gjson.get(encoded_args, key).raw)
+    # River lists the keys with gjson's ``@keys`` and reads each as a string, so escapes are undone.
+    keys = [k.string() for k in gjson.get(encoded_args, b"@keys").array()]
+    for key in sorted(keys):
+        doc = sjson.set_raw(doc, key, gjson.get(encoded_args, key).raw)
     return doc
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from river_protocol.constants import JOB_TIMEOUT_NONE
 from river_protocol.errors import ValidationError
-from river_protocol.gotime import GoTime
+from river_protocol.golang.gotime import GoTime
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import JobRow
 from river_protocol.machines.completer import CompletionReason
@@ -234,7 +234,7 @@ def complete_in_tx_update(
     job: JobRow, now: datetime, metadata_updates: Mapping[str, Any] | None
 ) -> SetStateUpdate:
     """The single-row completion a worker runs in its own transaction (§7.5)."""
-    from river_protocol.gojson import encode
+    from river_protocol.golang.encoding_json import encode
 
     updates = dict(metadata_updates or {})
     return SetStateUpdate(

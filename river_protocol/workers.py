@@ -15,8 +15,8 @@ Two ways to register, both keyed by the args type's ``kind``::
 A function taking a single parameter receives only the args; with two it gets
 ``(ctx, args)``. A worker class may define ``timeout(job) -> timedelta | None``
 and ``next_retry(job) -> datetime | None`` like Go's ``Timeout``/``NextRetry``.
-Args decode with ``gojson.decode_args``, i.e. the way Go's ``json.Unmarshal``
-fills the matching struct.
+Args decode with ``golang.encoding_json.decode_args``, i.e. the way Go's
+``json.Unmarshal`` fills the matching struct.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from river_protocol.args import kind_of
 from river_protocol.errors import ValidationError
-from river_protocol.gojson import decode_args
+from river_protocol.golang.encoding_json import decode_args
 from river_protocol.job import JobRow
 from river_protocol.options import validate_kind
 

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 from river_protocol.cron import CronSchedule, EverySchedule, IntervalSchedule, Schedule, parse_cron
 from river_protocol.errors import CronParseError
-from river_protocol.gotime import format_rfc3339nano, parse_time
+from river_protocol.golang.gotime import format_rfc3339nano, parse_time
 
 NAME = "cron"
 FILENAME = "cron.json"

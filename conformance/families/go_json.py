@@ -8,8 +8,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from river_protocol.errors import EncodingError
-from river_protocol.gojson import Float32, GoString, RawJSON, encode
-from river_protocol.gotime import NS_PER_SECOND, GoTime
+from river_protocol.golang.encoding_json import Float32, GoString, RawJSON, encode
+from river_protocol.golang.gotime import NS_PER_SECOND, GoTime
 
 NAME = "go_json"
 FILENAME = "go_json.json"

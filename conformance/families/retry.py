@@ -7,7 +7,7 @@ import struct
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from river_protocol.gotime import NS_PER_SECOND, GoTime
+from river_protocol.golang.gotime import NS_PER_SECOND, GoTime
 from river_protocol.retry import (
     MAX_DURATION_NS,
     MAX_DURATION_SECONDS,

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from conformance.families.retry import parse_gotime
-from river_protocol.gotime import parse_time
+from river_protocol.golang.gotime import parse_time
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.outcomes import (

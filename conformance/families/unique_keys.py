@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from river_protocol.args import arg_field
 from river_protocol.errors import UniqueKeyError, ValidationError
-from river_protocol.gotime import GoTime, format_rfc3339nano, parse_time
+from river_protocol.golang.gotime import GoTime, format_rfc3339nano, parse_time
 from river_protocol.options import InsertOpts, resolve_insert_params
 from river_protocol.unique import UniqueOpts, build_unique_key_string, unique_fields_of
 

@@ -18,8 +18,8 @@ from typing import Any
 from river_protocol.args import kind_of
 from river_protocol.constants import MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import ValidationError
-from river_protocol.gojson import encode_args
-from river_protocol.gotime import require_aware
+from river_protocol.golang.encoding_json import encode_args
+from river_protocol.golang.gotime import require_aware
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.options import InsertOpts, resolve_insert_params
 from river_protocol.states import JobState

@@ -17,8 +17,8 @@ from typing import Any
 
 from river_protocol.args import kind_of
 from river_protocol.errors import ValidationError
-from river_protocol.gojson import decode_args, encode_args
-from river_protocol.gotime import GoTime, format_sqlite_time, parse_time
+from river_protocol.golang.encoding_json import decode_args, encode_args
+from river_protocol.golang.gotime import GoTime, format_sqlite_time, parse_time
 from river_protocol.intents import JobListFilter, ListJobs
 from river_protocol.job import JobRow
 from river_protocol.states import JobState

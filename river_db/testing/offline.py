@@ -48,7 +48,7 @@ def _mark_running(ex: Executor, job_id: int, client_id: str, now: datetime) -> N
                "attempted_by = array_append(coalesce(attempted_by, '{}'::text[]), %s::text) WHERE id = %s")
         ex.execute(Statement(sql, (now, client_id, job_id), fetch=False))
         return
-    from river_protocol.gotime import format_sqlite_time
+    from river_protocol.golang.gotime import format_sqlite_time
 
     sql = (f"UPDATE {prefix}river_job SET state = 'running', attempt = attempt + 1, attempted_at = ?, "
            "attempted_by = jsonb_insert(coalesce(attempted_by, jsonb('[]')), '$[#]', ?) WHERE id = ?")

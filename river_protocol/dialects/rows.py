@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from river_protocol.errors import ValidationError
-from river_protocol.gotime import format_sqlite_time, parse_time
+from river_protocol.golang.gotime import format_sqlite_time, parse_time
 from river_protocol.intents import LeaderRow, NotificationRow, QueueRow
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.states import JobState

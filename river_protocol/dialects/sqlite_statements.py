@@ -36,7 +36,7 @@ from river_protocol.dialects.rows import (
     sqlite_now,
 )
 from river_protocol.errors import JobNotFoundError, QueueNotFoundError, ValidationError
-from river_protocol.gotime import format_sqlite_time
+from river_protocol.golang.gotime import format_sqlite_time
 from river_protocol.intents import (
     CancelJob,
     ClaimJobs,

@@ -30,7 +30,7 @@ from hypothesis.strategies import DrawFn, SearchStrategy
 from river_protocol.args import arg_field
 from river_protocol.constants import MAX_ATTEMPTED_BY
 from river_protocol.errors import ValidationError
-from river_protocol.gojson import encode
+from river_protocol.golang.encoding_json import encode
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.machines.base import Event, Stop, Tick
@@ -259,7 +259,7 @@ def _nested_args() -> SearchStrategy[NestedSampleArgs]:
 def args_values(*, dicts: bool = True, dataclass_args: bool = True) -> SearchStrategy[Any]:
     """Job args: JSON-object dicts of Go-encodable values, and/or ``SampleArgs``/``NestedSampleArgs``.
 
-    Every value encodes with ``river_protocol.gojson.encode_args``::
+    Every value encodes with ``river_protocol.golang.encoding_json.encode_args``::
 
         @given(args_values(dataclass_args=False))
         def test(args): assert encode_args(args).startswith(b"{")

@@ -45,7 +45,7 @@ from river_db.testing.expectations import (
     list_jobs_page,
     page_after,
 )
-from river_protocol.gotime import GoTime
+from river_protocol.golang.gotime import GoTime
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 from river_sync.database import Database

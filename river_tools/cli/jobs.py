@@ -26,7 +26,7 @@ from river_db.urls import sqlite_file_path as sqlite_path
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import JobNotFoundError, ValidationError
-from river_protocol.gotime import parse_time
+from river_protocol.golang.gotime import parse_time
 from river_protocol.intents import (
     CancelJob,
     CountJobs,

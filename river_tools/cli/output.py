@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
-from river_protocol.gotime import format_rfc3339nano
+from river_protocol.golang.gotime import format_rfc3339nano
 from river_protocol.job import JobRow
 from river_tools.cli.main import UsageError
 

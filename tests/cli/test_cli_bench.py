@@ -24,7 +24,7 @@ import pytest
 
 from river_db.migrator import Migrator
 from river_protocol.client_core import EventKind
-from river_protocol.gojson import encode_args
+from river_protocol.golang.encoding_json import encode_args
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 from river_sync.database import Database

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from river_protocol.args import kind_of
-from river_protocol.gojson import encode_args
+from river_protocol.golang.encoding_json import encode_args
 from river_tools.cli.main import main
 from river_tools.cli.scaffold import class_name
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from river_protocol.gotime import format_sqlite_time
+from river_protocol.golang.gotime import format_sqlite_time
 from river_protocol.intents import GetLeader, LeaderRow, ListJobs
 from river_protocol.job import JobRow
 from river_sync import Client, Database, LeaderElectionConfig, MaintenanceConfig, QueueConfig, Workers

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from river_protocol.errors import ValidationError
-from river_protocol.gojson import encode, encode_args
+from river_protocol.golang.encoding_json import encode, encode_args
 from river_protocol.job import JobRow
 from river_protocol.outcomes import Failed, outcome_to_update
 from river_protocol.retry import MAX_DURATION_SECONDS, DefaultRetryPolicy, base_retry_seconds

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from river_protocol.errors import EncodingError, ValidationError
-from river_protocol.gotime import GoTime
+from river_protocol.golang.gotime import GoTime
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.outcomes import (

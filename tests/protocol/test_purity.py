@@ -155,7 +155,7 @@ def test_core_paths_run_without_clock_or_global_randomness() -> None:
         from datetime import UTC, datetime, timedelta
         from typing import ClassVar
 
-        from river_protocol import gojson
+        from river_protocol.golang import encoding_json
         from river_protocol.args import arg_field
         from river_protocol.cron import parse_cron
         from river_protocol.dialects.postgres import PostgresDialect
@@ -186,7 +186,7 @@ def test_core_paths_run_without_clock_or_global_randomness() -> None:
             kind: ClassVar[str] = "email"
             to: str = arg_field(json="to", unique=True)
 
-        encoded = gojson.encode_args(Email("a@b"))
+        encoded = encoding_json.encode_args(Email("a@b"))
         params = resolve_insert_params(
             "email", encoded,
             insert_opts=InsertOpts(unique_opts=UniqueOpts(by_args=True, by_period=timedelta(hours=1))),

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from river_protocol.errors import ValidationError
-from river_protocol.gotime import GoTime
+from river_protocol.golang.gotime import GoTime
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.retry import (
     MAX_DURATION_NS,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from river_protocol.constants import KIND_RE, QUEUE_NAME_RE, TAG_RE
 from river_protocol.cron import parse_cron
 from river_protocol.errors import ValidationError
-from river_protocol.gojson import encode, encode_args
+from river_protocol.golang.encoding_json import encode, encode_args
 from river_protocol.intents import ClaimJobs, LeaderElect, SetStateUpdate
 from river_protocol.job import JobRow
 from river_protocol.machines.base import IntentSucceeded, Stop, Tick

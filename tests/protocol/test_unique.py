@@ -1,4 +1,4 @@
-"""Unique keys, the unique_states bitmask, UniqueOpts and the gjson/sjson emulation."""
+"""Unique keys, the unique_states bitmask and UniqueOpts."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from river_protocol import gjson
 from river_protocol.args import arg_field
 from river_protocol.errors import UniqueKeyError, ValidationError
-from river_protocol.gotime import GoTime
+from river_protocol.golang.gotime import GoTime
 from river_protocol.states import ALL_STATES, JobState
 from river_protocol.unique import (
     DEFAULT_UNIQUE_STATES,
@@ -292,36 +291,3 @@ def test_unique_fields_of_explicit_classvar_and_cache() -> None:
 
 def test_unique_fields_of_untagged_type_is_empty() -> None:
     assert unique_fields_of(Address) == []
-
-
-# ---------------------------------------------------------------- gjson / sjson
-
-
-def test_gjson_get_paths() -> None:
-    doc = b'{"a":{"b":[1,{"c":"x"}]},"k.e":2,"w*":3,"n":null}'
-    assert gjson.get(doc, "a.b.1.c").string() == b"x"
-    assert gjson.get(doc, "a.b.#").raw == b"2"
-    assert gjson.get(doc, "k\\.e").raw == b"2"
-    assert gjson.get(doc, "w?").raw == b"3"
-    assert gjson.get(doc, "n").exists()
-    assert not gjson.get(doc, "missing").exists()
-    assert gjson.get(doc, "@this").raw == doc
-    assert gjson.get(doc, "a.b.#.c").raw == b'["x"]'
-    assert gjson.get(doc, 'a.b.#(c=="x").c').string() == b"x"
-
-
-def test_gjson_top_level_keys_unescaped() -> None:
-    assert gjson.top_level_keys(b'{"b":1,"\\u0061":2}') == [b"b", b"a"]
-    assert gjson.top_level_keys(b"[1,2]") == [b"", b""]
-
-
-def test_sjson_set_raw() -> None:
-    assert gjson.set_raw(b"", "a.b", b"1") == b'{"a":{"b":1}}'
-    assert gjson.set_raw(b"", "0", b'"z"') == b'["z"]'
-    assert gjson.set_raw(b'{"a":1}', "b", b"2") == b'{"a":1,"b":2}'
-    assert gjson.set_raw(b'{"a":1}', "a", b"3") == b'{"a":3}'
-    assert gjson.set_raw(b"{}", "x*", b"1") == b"{}"  # complex path that matches nothing: no change
-    with pytest.raises(UniqueKeyError, match="path cannot be empty"):
-        gjson.set_raw(b"{}", "", b"1")
-    with pytest.raises(UniqueKeyError, match="non-numeric key 'b'"):
-        gjson.set_raw(b'["z"]', "b", b"1")

@@ -37,7 +37,7 @@ def test_args_type_defaults_and_explicit_opts_resolve_like_the_client() -> None:
 
 
 def test_unique_opts_give_the_same_key_as_an_insert() -> None:
-    from river_protocol.gojson import encode_args
+    from river_protocol.golang.encoding_json import encode_args
     from river_protocol.options import resolve_insert_params
 
     opts = InsertOpts(unique_opts=UniqueOpts(by_args=True))

@@ -12,7 +12,7 @@ from test_client_support import Gate, Other, Task, raw_first_error  # type: igno
 
 from behaviour.support import fast_client, row, wait_for
 from river_protocol.errors import JobNotFoundError
-from river_protocol.gotime import parse_time
+from river_protocol.golang.gotime import parse_time
 from river_protocol.intents import CancelJob, Notify
 from river_protocol.machines.notifications import TOPIC_CONTROL, build_cancel
 from river_protocol.outcomes import cancel_attempted_at_json

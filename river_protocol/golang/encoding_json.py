@@ -16,7 +16,7 @@ Python to Go mapping used by :func:`encode`:
   possibly invalid UTF-8), ``bytes``/``bytearray``/``memoryview`` (``[]byte``).
 * ``list``/``tuple`` are slices; ``dict`` (any ``Mapping``) is a map with
   ``str``, :class:`GoString`, ``int`` or enum keys.
-* Aware ``datetime`` and :class:`~river_protocol.gotime.GoTime` are
+* Aware ``datetime`` and :class:`~river_protocol.golang.gotime.GoTime` are
   ``time.Time``; enum members encode as their value; dataclasses are structs
   whose fields carry :mod:`river_protocol.args` metadata.
 * Anything with a ``__go_json__() -> bytes`` method is a ``json.Marshaler``;
@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 from river_protocol.args import is_omitempty, is_skipped, json_name
 from river_protocol.errors import EncodingError, ValidationError
-from river_protocol.gotime import NS_PER_SECOND, GoTime, parse_time
+from river_protocol.golang.gotime import NS_PER_SECOND, GoTime, parse_time
 
 __all__ = [
     "Float32",

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from river_protocol.errors import ValidationError
-from river_protocol.gotime import (
+from river_protocol.golang.gotime import (
     GoTime,
     civil_from_days,
     format_rfc3339nano,

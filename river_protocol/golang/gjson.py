@@ -1,12 +1,12 @@
-"""Just enough of tidwall/gjson (v1.19.0) and tidwall/sjson (v1.2.5) for unique keys.
+"""Just enough of tidwall/gjson (v1.19.0) to read River's unique-key values.
 
 River builds the ``&args=`` part of a unique key by reading values out of the
-encoded args with gjson paths and writing them into a new document with sjson.
-Args member names become *paths*, so a name containing ``.``, ``*``, ``?``,
-``#``, ``@``, ``|``, ``!``, ``\\`` or brackets is interpreted as path syntax and
-the bytes River hashes depend on those libraries' exact parsing rules. This
-module re-implements those rules over ``bytes`` (Go strings may hold invalid
-UTF-8) so keys match byte for byte, including for odd member names.
+encoded args with gjson paths (and writing them with ``sjson``). Args member
+names become *paths*, so a name containing ``.``, ``*``, ``?``, ``#``, ``@``,
+``|``, ``!``, ``\\`` or brackets is interpreted as path syntax and the bytes
+River hashes depend on gjson's exact parsing rules. This module re-implements
+those rules over ``bytes`` (Go strings may hold invalid UTF-8) so keys match
+byte for byte, including for odd member names.
 
 Not a general JSON library: inputs are assumed to be (mostly) well-formed JSON
 text, as gjson assumes. ``Result.index`` follows gjson: the offset of ``raw``
@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from river_protocol.errors import UniqueKeyError
+from river_protocol.golang.match import match_limit
+from river_protocol.golang.utf8 import decode_rune, encode_rune
 
 NULL, FALSE, NUMBER, STRING, TRUE, JSON = range(6)
 
@@ -31,6 +33,8 @@ _DOT, _PIPE, _HASH, _AT, _STAR, _QM, _BANG, _COLON = 0x2E, 0x7C, 0x23, 0x40, 0x2
 _LP, _RP, _COMMA, _SP = 0x28, 0x29, 0x2C, 0x20
 _NUM_START = frozenset(b"+-0123456789iIN")
 _WS = frozenset(b" \t\n\r")
+# gjson caps wildcard matching at this many comparisons per byte of the key.
+_MATCH_LIMIT = 10000
 
 
 def _b(value: bytes | str) -> bytes:
@@ -397,12 +401,6 @@ def _trim(s: bytes) -> bytes:
     return s[a:b]
 
 
-def _encode_rune(r: int) -> bytes:
-    if 0xD800 <= r <= 0xDFFF or r > 0x10FFFF or r < 0:
-        r = 0xFFFD
-    return chr(r).encode()
-
-
 _SIMPLE_ESCAPES = {
     _BS: b"\\", 0x2F: b"/", 0x62: b"\b", 0x66: b"\f", 0x6E: b"\n", 0x72: b"\r", 0x74: b"\t", _Q: b'"'
 }
@@ -441,7 +439,7 @@ def _unescape(js: bytes) -> bytes:
             else:
                 r = 0xFFFD
             i += 6
-        out += _encode_rune(r)
+        out += encode_rune(r)
     return bytes(out)
 
 
@@ -450,74 +448,6 @@ def _hex4(text: bytes) -> int:
         return int(text, 16) if len(text) == 4 and re.fullmatch(rb"[0-9a-fA-F]{4}", text) else 0
     except ValueError:
         return 0
-
-
-def decode_rune(s: bytes, i: int = 0) -> tuple[int, int]:
-    """Go's ``utf8.DecodeRune`` on ``s[i:]``: (rune, size); invalid -> (0xFFFD, 1); empty -> (0xFFFD, 0)."""
-    if i >= len(s):
-        return 0xFFFD, 0
-    if s[i] < 0x80:
-        return s[i], 1
-    for k in (2, 3, 4):
-        chunk = s[i : i + k]
-        try:
-            text = chunk.decode("utf-8")
-        except UnicodeDecodeError:
-            continue
-        if len(text) == 1:
-            return ord(text), k
-    return 0xFFFD, 1
-
-
-def _decode_last_rune(s: bytes) -> tuple[int, int]:
-    end = len(s)
-    if end == 0:
-        return 0xFFFD, 0
-    if s[-1] < 0x80:
-        return s[-1], 1
-    lim = max(end - 4, 0)
-    start = end - 1
-    while start >= lim:
-        if s[start] & 0xC0 != 0x80:
-            break
-        start -= 1
-    start = max(start, 0)
-    r, size = decode_rune(s[start:end])
-    if start + size != end:
-        return 0xFFFD, 1
-    return r, size
-
-
-def go_json_string(s: bytes) -> bytes:
-    """Go ``encoding/json`` encoding of a string (HTML-safe, invalid UTF-8 as ``\\ufffd``)."""
-    out = bytearray(b'"')
-    i = 0
-    n = len(s)
-    hexd = b"0123456789abcdef"
-    while i < n:
-        ch = s[i]
-        if ch < 0x80:
-            if ch in (_Q, _BS):
-                out += bytes((_BS, ch))
-            elif ch in (0x3C, 0x3E, 0x26):
-                out += b"\\u00" + bytes((hexd[ch >> 4], hexd[ch & 0xF]))
-            elif ch < _SP:
-                short = {0x08: b"\\b", 0x0C: b"\\f", 0x0A: b"\\n", 0x0D: b"\\r", 0x09: b"\\t"}
-                out += short.get(ch) or b"\\u00" + bytes((hexd[ch >> 4], hexd[ch & 0xF]))
-            else:
-                out.append(ch)
-            i += 1
-            continue
-        r, size = decode_rune(s, i)
-        if r == 0xFFFD and size == 1:
-            out += b"\\ufffd"
-        elif r in (0x2028, 0x2029):
-            out += b"\\u202" + bytes((hexd[r & 0xF],))
-        else:
-            out += s[i : i + size]
-        i += size
-    out.append(_Q)
-    return bytes(out)
 
 
 def _append_json_string(s: bytes) -> bytes:
@@ -552,94 +482,6 @@ def _append_json_string(s: bytes) -> bytes:
         i += 1
     out.append(_Q)
     return bytes(out)
-
-
-# ---------------------------------------------------------------- wildcard match (tidwall/match)
-
-
-class _MatchStop(Exception):
-    pass
-
-
-def _match(s: bytes, pattern: bytes, limit: int = 10000) -> bool:
-    """``match.MatchLimit(s, pattern, limit)``; a pattern too complex for the limit never matches."""
-    if pattern == b"*":
-        return True
-    counter = [0]
-    try:
-        return _match_rec(s, pattern, len(s), counter, limit)
-    except _MatchStop:
-        return False
-
-
-def _match_rec(s: bytes, pat: bytes, slen: int, counter: list[int], maxcomp: int) -> bool:
-    if counter[0] > slen * maxcomp:
-        raise _MatchStop
-    counter[0] += 1
-    while pat:
-        wild = False
-        pc, ps = (pat[0], 1) if pat[0] < 0x80 else decode_rune(pat)
-        sc, ss = 0, 0
-        if s:
-            sc, ss = (s[0], 1) if s[0] < 0x80 else decode_rune(s)
-        if pc == _QM:
-            if ss == 0:
-                return False
-        elif pc == _STAR:
-            while len(pat) > 1 and pat[1] == _STAR:
-                pat = pat[1:]
-            if len(pat) == 1:
-                return True
-            s, pat, ok = _match_trim_suffix(s, pat)
-            if not ok:
-                return False
-            if len(pat) == 1:
-                return True
-            if _match_rec(s, pat[1:], slen, counter, maxcomp):
-                return True
-            if not s:
-                return False
-            wild = True
-        else:
-            if ss == 0:
-                return False
-            if pc == _BS:
-                pat = pat[ps:]
-                pc, ps = decode_rune(pat)
-                if ps == 0:
-                    return False
-            if sc != pc:
-                return False
-        s = s[ss:]
-        if not wild:
-            pat = pat[ps:]
-    return not s
-
-
-def _match_trim_suffix(s: bytes, pat: bytes) -> tuple[bytes, bytes, bool]:
-    matched = True
-    while s and len(pat) > 1:
-        pc, ps = _decode_last_rune(pat)
-        esc = False
-        i = 0
-        while True:
-            k = len(pat) - ps - i - 1
-            if k < 0 or pat[k] != _BS:
-                if i & 1 == 1:
-                    esc = True
-                    ps += 1
-                break
-            i += 1
-        if pc == _STAR and not esc:
-            matched = True
-            break
-        sc, ss = _decode_last_rune(s)
-        if not ((pc == _QM and not esc) or pc == sc):
-            matched = False
-            break
-        s = s[: len(s) - ss]
-        pat = pat[: len(pat) - ps]
-    return s, pat, matched
 
 
 # ---------------------------------------------------------------- validity
@@ -1152,7 +994,7 @@ def _parse_object(c: _Ctx, i: int, path: bytes) -> tuple[int, bool]:
         if not ok:
             return i, False
         k = _unescape(key) if kesc else key
-        pmatch = _match(k, rp.part) if rp.wild else rp.part == k
+        pmatch = match_limit(k, rp.part, _MATCH_LIMIT) if rp.wild else rp.part == k
         hit = pmatch and not rp.more
         while i < n:
             ch = js[i]
@@ -1233,8 +1075,8 @@ def _query_matches(rp: _ArrPath, value: Result) -> bool:
             b"<=": lambda: sv <= rpv,
             b">": lambda: sv > rpv,
             b">=": lambda: sv >= rpv,
-            b"%": lambda: _match(sv, rpv),
-            b"!%": lambda: not _match(sv, rpv),
+            b"%": lambda: match_limit(sv, rpv, _MATCH_LIMIT),
+            b"!%": lambda: not match_limit(sv, rpv, _MATCH_LIMIT),
         }.get(op, lambda: False)()
     if value.type == NUMBER:
         nv, rn = value.num, _parse_float(rpv)
@@ -1755,215 +1597,3 @@ def _get(js: bytes, path: bytes, root: bytes, base: int) -> Result:
                 idx = 0
         c.value.index = idx
     return c.value
-
-
-def top_level_keys(js: bytes) -> list[bytes]:
-    """River's key list for the all-keys branch: ``@keys`` results as strings (unescaped)."""
-    return [k.string() for k in get(js, b"@keys").array()]
-
-
-# ---------------------------------------------------------------- sjson
-
-
-@dataclass
-class _SetPath:
-    part: bytes = b""
-    gpart: bytes = b""
-    path: bytes = b""
-    force: bool = False
-    more: bool = False
-
-
-class _NoChange(Exception):
-    pass
-
-
-def _sjson_simple(ch: int) -> bool:
-    return ch not in (_PIPE, _HASH, _AT, _STAR, _QM)
-
-
-def _sjson_parse_path(path: bytes) -> tuple[_SetPath, bool]:
-    r = _SetPath()
-    if path[:1] == b":":
-        r.force = True
-        path = path[1:]
-    n = len(path)
-    i = 0
-    while i < n:
-        ch = path[i]
-        if ch == _DOT:
-            r.part = r.gpart = path[:i]
-            r.path, r.more = path[i + 1 :], True
-            return r, True
-        if not _sjson_simple(ch):
-            return r, False
-        if ch == _BS:
-            epart = bytearray(path[:i])
-            gpart = bytearray(path[: i + 1])
-            i += 1
-            if i < n:
-                epart.append(path[i])
-                gpart.append(path[i])
-                i += 1
-                while i < n:
-                    ch = path[i]
-                    if ch == _BS:
-                        gpart.append(_BS)
-                        i += 1
-                        if i < n:
-                            epart.append(path[i])
-                            gpart.append(path[i])
-                        i += 1
-                        continue
-                    if ch == _DOT:
-                        r.part, r.gpart = bytes(epart), bytes(gpart)
-                        r.path, r.more = path[i + 1 :], True
-                        return r, True
-                    if not _sjson_simple(ch):
-                        return r, False
-                    epart.append(ch)
-                    gpart.append(ch)
-                    i += 1
-            r.part, r.gpart = bytes(epart), bytes(gpart)
-            return r, True
-        i += 1
-    r.part = r.gpart = path
-    return r, True
-
-
-def _atoui(r: _SetPath) -> tuple[int, bool]:
-    if r.force:
-        return 0, False
-    n = 0
-    for ch in r.part:
-        if not 0x30 <= ch <= 0x39:
-            return 0, False
-        n = n * 10 + ch - 0x30
-    return n, True
-
-
-def _stringify_key(s: bytes) -> bytes:
-    if any(ch < _SP or ch > 0x7F or ch in (_Q, _BS) for ch in s):
-        return go_json_string(s)
-    return b'"' + s + b'"'
-
-
-def _append_build(buf: bytearray, array: bool, paths: list[_SetPath], raw: bytes) -> None:
-    if not array:
-        buf += _stringify_key(paths[0].part) + b":"
-    if len(paths) > 1:
-        n, numeric = _atoui(paths[1])
-        if numeric or (not paths[1].force and paths[1].part == b"-1"):
-            buf += b"[" + b"null," * n
-            _append_build(buf, True, paths[1:], raw)
-            buf += b"]"
-        else:
-            buf += b"{"
-            _append_build(buf, False, paths[1:], raw)
-            buf += b"}"
-    else:
-        buf += raw
-
-
-def _append_raw_paths(buf: bytearray, jstr: bytes, paths: list[_SetPath], raw: bytes) -> None:
-    res = get(jstr, paths[0].gpart)
-    if res.index > 0:
-        buf += jstr[: res.index]
-        if len(paths) > 1:
-            _append_raw_paths(buf, res.raw, paths[1:], raw)
-        else:
-            buf += raw
-        buf += jstr[res.index + len(res.raw) :]
-        return
-    n, numeric = _atoui(paths[0])
-    if all(ch <= _SP for ch in jstr):
-        jstr = b"[]" if numeric else b"{}"
-    jsres = parse(jstr)
-    if jsres.type != JSON:
-        jstr = b"[]" if numeric else b"{}"
-        jsres = parse(jstr)
-    jraw = jsres.raw
-    comma = False
-    for ch in jraw[1:]:
-        if ch <= _SP:
-            continue
-        if ch not in (_RC, _RB):
-            comma = True
-        break
-    if jraw[0] == _LC:
-        end = len(jraw) - 1
-        while end > 0 and jraw[end] != _RC:
-            end -= 1
-        buf += jraw[:end]
-        if comma:
-            buf.append(_COMMA)
-        _append_build(buf, False, paths, raw)
-        buf.append(_RC)
-        return
-    if not numeric:
-        if paths[0].part == b"-1" and not paths[0].force:
-            njson = _trim(jraw)
-            if njson[-1:] == b"]":
-                njson = njson[:-1]
-            buf += njson
-            if comma:
-                buf.append(_COMMA)
-            _append_build(buf, True, paths, raw)
-            buf.append(_RB)
-            return
-        part = paths[0].part.decode("utf-8", "surrogateescape")
-        raise UniqueKeyError(f"cannot set array element for non-numeric key '{part}'")
-    buf.append(_LB)
-    items = jsres.array()
-    buf += b",".join(item.raw for item in items)
-    if not items:
-        buf += b"null," * n
-    else:
-        buf += b",null" * (n - len(items))
-        if comma:
-            buf.append(_COMMA)
-    _append_build(buf, True, paths, raw)
-    buf.append(_RB)
-
-
-def _set_complex_path(jstr: bytes, path: bytes, raw: bytes) -> bytes:
-    res = get(jstr, path)
-    if not res.exists() or not (res.index != 0 or res.indexes):
-        raise _NoChange
-    if res.index != 0:
-        jstr = jstr[: res.index] + raw + jstr[res.index + len(res.raw) :]
-    if res.indexes:
-        vals = [v for _, v in _collect(res)]
-        if len(vals) != len(res.indexes):
-            raise _NoChange
-        ordered = sorted(zip(res.indexes, vals, strict=True), key=lambda p: -p[0])
-        for index, vres in ordered:
-            jstr = jstr[:index] + raw + jstr[index + len(vres.raw) :]
-    return jstr
-
-
-def set_raw(js: bytes, path: bytes | str, raw: bytes) -> bytes:
-    """sjson ``SetRawBytes``: ``js`` with the raw JSON ``raw`` placed at ``path``.
-
-    Raises ``UniqueKeyError`` with sjson's message where sjson returns an error.
-    """
-    p = _b(path)
-    if not p:
-        raise UniqueKeyError("path cannot be empty")
-    paths: list[_SetPath] = []
-    r, simple = _sjson_parse_path(p)
-    if simple:
-        paths.append(r)
-        while r.more:
-            r, simple = _sjson_parse_path(r.path)
-            if not simple:
-                break
-            paths.append(r)
-    try:
-        if not simple:
-            return _set_complex_path(js, p, raw)
-        buf = bytearray()
-        _append_raw_paths(buf, js, paths, raw)
-        return bytes(buf)
-    except _NoChange:
-        return js

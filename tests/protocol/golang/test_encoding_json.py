@@ -20,7 +20,7 @@ from conformance.families import go_json as family
 from conformance.runner import DEFAULT_FIXTURES
 from river_protocol.args import arg_field
 from river_protocol.errors import EncodingError, ValidationError
-from river_protocol.gojson import (
+from river_protocol.golang.encoding_json import (
     Float32,
     GoString,
     RawJSON,
@@ -31,7 +31,7 @@ from river_protocol.gojson import (
     format_float32,
     format_float64,
 )
-from river_protocol.gotime import GoTime
+from river_protocol.golang.gotime import GoTime
 
 # ---------------------------------------------------------------------------
 # A deliberately naive reference of Go's string encoder, byte by byte.
@@ -83,7 +83,7 @@ def reference_go_string(raw: bytes) -> bytes:
 
 
 def go_bytes_of(s: str) -> bytes:
-    """The Go string a Python str stands for (lone surrogates as documented in gojson)."""
+    """The Go string a Python str stands for (lone surrogates as documented in encoding_json)."""
     parts = []
     for ch in s:
         if 0xDC80 <= ord(ch) <= 0xDCFF:
