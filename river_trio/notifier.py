@@ -251,7 +251,7 @@ class Notifier(_Hub):
     ) -> None:
         super().__init__(buffer_size=buffer_size, name="river-notifier")
         if schema is not None:
-            from river_protocol.dialects.postgres import validate_schema
+            from river_protocol.dialects.common import validate_schema
 
             validate_schema(schema)
         if isinstance(connect, str):

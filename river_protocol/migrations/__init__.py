@@ -1,7 +1,9 @@
 """River's migrations (main line, versions 1..7) for Postgres and SQLite, and the pure planner.
 
-The SQL lives in ``postgres/`` and ``sqlite/`` as package data; ``pg_planners`` and
-``sqlite_planners`` turn the ``GetMigrations`` and ``ApplyMigration`` intents into statements.
+The SQL lives in ``postgres/`` and ``sqlite/`` as package data. The ``GetMigrations`` and
+``ApplyMigration`` intents are planned by each dialect's ``migrations`` module
+(``river_protocol.dialects.postgres.migrations``, ``...sqlite.migrations``) from the
+bookkeeping plan in ``bookkeeping``.
 """
 
 from river_protocol.migrations.bundle import (

@@ -19,7 +19,7 @@ import pytest
 from river_db.executor import Executor
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
-from river_protocol.dialects.pg_statements import dedupe_batch, unique_index_covers
+from river_protocol.dialects.common import dedupe_batch, unique_index_covers
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.rows import (
     Binder,
@@ -29,7 +29,8 @@ from river_protocol.dialects.rows import (
     sqlite_job_columns,
 )
 from river_protocol.dialects.sqlite import SQLiteDialect
-from river_protocol.dialects.sqlite_statements import in_bitmask, shallow_merge_sql
+from river_protocol.dialects.sqlite.admin import shallow_merge_sql
+from river_protocol.dialects.sqlite.fragments import in_bitmask
 from river_protocol.errors import JobNotFoundError, QueueNotFoundError, ValidationError
 from river_protocol.intents import (
     CancelJob,

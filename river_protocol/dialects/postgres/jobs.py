@@ -1,0 +1,271 @@
+"""Postgres plans for a job's way through the queue: insert, claim, and the state a
+finished attempt leaves (docs/protocol.md §5-§8).
+
+An insert conflicts on ``river_job_unique_idx`` and reports a skipped
+duplicate by ``xmax``; ``InsertJobsFast`` uses COPY, which has no RETURNING.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from river_protocol.dialects.base import Plan, Planner
+from river_protocol.dialects.common import dedupe_batch, json_text, results_in_input_order
+from river_protocol.dialects.postgres.fragments import JOB_COLUMNS, binder, job_rows, now_sql
+from river_protocol.dialects.rows import Binder, job_row_from_pg, pg_job_columns
+from river_protocol.errors import ValidationError
+from river_protocol.intents import (
+    ClaimJobs,
+    CopyRows,
+    InsertFullJobs,
+    InsertJobs,
+    InsertJobsFast,
+    InsertResult,
+    Intent,
+    SetStateIfRunning,
+    Statement,
+)
+from river_protocol.job import JobRow
+
+
+def _conflict_target(d: Any) -> str:
+    # Must restate the partial index predicate so Postgres infers river_job_unique_idx.
+    return (
+        "(unique_key) WHERE unique_key IS NOT NULL AND unique_states IS NOT NULL"
+        f" AND {d.prefix}river_job_state_in_bitmask(unique_states, state)"
+    )
+
+
+def _insert_jobs(d: Any, intent: InsertJobs) -> Plan[list[InsertResult]]:
+    if not intent.jobs:
+        raise ValidationError("no jobs to insert")
+    to_insert, source = dedupe_batch(intent.jobs)
+    jobs = [intent.jobs[i] for i in to_insert]
+    b = binder()
+    sql = f"""
+        INSERT INTO {d.prefix}river_job
+            (args, created_at, kind, max_attempts, metadata, priority, queue,
+             scheduled_at, state, tags, unique_key, unique_states)
+        SELECT args::jsonb, coalesce(created_at, now()), kind, max_attempts, metadata::jsonb,
+               priority, queue, coalesce(scheduled_at, now()), state::{d.prefix}river_job_state,
+               ARRAY(SELECT jsonb_array_elements_text(tags::jsonb))::varchar(255)[],
+               decode(unique_key, 'hex'), nullif(unique_states, 0)::bit(8)
+        FROM unnest(
+            {b.p([json_text(j.encoded_args) for j in jobs])}::text[],
+            {b.p([j.created_at for j in jobs])}::timestamptz[],
+            {b.p([j.kind for j in jobs])}::text[],
+            {b.p([j.max_attempts for j in jobs])}::smallint[],
+            {b.p([json_text(j.metadata or b"{}") for j in jobs])}::text[],
+            {b.p([j.priority for j in jobs])}::smallint[],
+            {b.p([j.queue for j in jobs])}::text[],
+            {b.p([j.scheduled_at for j in jobs])}::timestamptz[],
+            {b.p([j.state.value for j in jobs])}::text[],
+            {b.p([json.dumps(list(j.tags)) for j in jobs])}::text[],
+            {b.p([j.unique_key.hex() if j.unique_key else None for j in jobs])}::text[],
+            {b.p([j.unique_states or 0 for j in jobs])}::int[]
+        ) WITH ORDINALITY AS input(args, created_at, kind, max_attempts, metadata, priority,
+                                   queue, scheduled_at, state, tags, unique_key, unique_states, n)
+        ORDER BY n
+        ON CONFLICT {_conflict_target(d)}
+        DO UPDATE SET kind = EXCLUDED.kind
+        RETURNING {JOB_COLUMNS}, (xmax <> 0)
+    """
+    # RETURNING follows the SELECT's order (as Go relies on as well).
+    rows = yield Statement(sql, tuple(b.params))
+    inserted = [(job_row_from_pg(r), bool(r[-1])) for r in rows]
+    return results_in_input_order(intent.jobs, inserted, source)
+
+
+_COPY_COLUMNS = (
+    "args", "kind", "max_attempts", "metadata", "priority", "queue", "state", "tags",
+    "unique_key", "unique_states",
+)
+
+
+def _insert_jobs_fast(d: Any, intent: InsertJobsFast) -> Plan[int]:
+    if not intent.jobs:
+        raise ValidationError("no jobs to insert")
+    # COPY cannot fall back to a column default per row, so rows that leave a
+    # time to the database go in a COPY that omits that column.
+    groups: dict[tuple[bool, bool], list[tuple[Any, ...]]] = {}
+    for j in intent.jobs:
+        values: tuple[Any, ...] = (
+            json_text(j.encoded_args), j.kind, j.max_attempts, json_text(j.metadata or b"{}"),
+            j.priority, j.queue, j.state.value, list(j.tags), j.unique_key,
+            format(j.unique_states, "08b") if j.unique_states else None,
+        )
+        has = (j.created_at is not None, j.scheduled_at is not None)
+        extra = tuple(t for t in (j.created_at, j.scheduled_at) if t is not None)
+        groups.setdefault(has, []).append(values + extra)
+    for (has_created, has_scheduled), rows in groups.items():
+        columns = _COPY_COLUMNS + (("created_at",) if has_created else ()) + (
+            ("scheduled_at",) if has_scheduled else ()
+        )
+        yield CopyRows(f"{d.prefix}river_job", columns, tuple(rows))
+    return len(intent.jobs)
+
+
+def _insert_full_jobs(d: Any, intent: InsertFullJobs) -> Plan[list[JobRow]]:
+    if not intent.rows:
+        return []
+    rs = intent.rows
+    b = binder()
+    sql = f"""
+        INSERT INTO {d.prefix}river_job
+            (args, attempt, attempted_at, attempted_by, created_at, errors, finalized_at, kind,
+             max_attempts, metadata, priority, queue, scheduled_at, state, tags, unique_key,
+             unique_states)
+        SELECT args::jsonb, attempt, attempted_at,
+               CASE WHEN attempted_by IS NULL THEN NULL
+                    ELSE ARRAY(SELECT jsonb_array_elements_text(attempted_by::jsonb)) END,
+               coalesce(created_at, now()),
+               CASE WHEN errors IS NULL THEN NULL
+                    ELSE ARRAY(SELECT jsonb_array_elements(errors::jsonb)) END,
+               finalized_at, kind, max_attempts, metadata::jsonb, priority, queue,
+               coalesce(scheduled_at, now()), state::{d.prefix}river_job_state,
+               ARRAY(SELECT jsonb_array_elements_text(tags::jsonb))::varchar(255)[],
+               decode(unique_key, 'hex'), nullif(unique_states, 0)::bit(8)
+        FROM unnest(
+            {b.p([json_text(r.encoded_args) for r in rs])}::text[],
+            {b.p([r.attempt for r in rs])}::smallint[],
+            {b.p([r.attempted_at for r in rs])}::timestamptz[],
+            {b.p([json.dumps(list(r.attempted_by)) if r.attempted_by else None for r in rs])}::text[],
+            {b.p([r.created_at for r in rs])}::timestamptz[],
+            {b.p([_errors_json(r.errors) for r in rs])}::text[],
+            {b.p([r.finalized_at for r in rs])}::timestamptz[],
+            {b.p([r.kind for r in rs])}::text[],
+            {b.p([r.max_attempts for r in rs])}::smallint[],
+            {b.p([json_text(r.metadata or b"{}") for r in rs])}::text[],
+            {b.p([r.priority for r in rs])}::smallint[],
+            {b.p([r.queue for r in rs])}::text[],
+            {b.p([r.scheduled_at for r in rs])}::timestamptz[],
+            {b.p([r.state.value for r in rs])}::text[],
+            {b.p([json.dumps(list(r.tags)) for r in rs])}::text[],
+            {b.p([r.unique_key.hex() if r.unique_key else None for r in rs])}::text[],
+            {b.p([r.unique_states or 0 for r in rs])}::int[]
+        ) WITH ORDINALITY AS input(args, attempt, attempted_at, attempted_by, created_at, errors,
+                                   finalized_at, kind, max_attempts, metadata, priority, queue,
+                                   scheduled_at, state, tags, unique_key, unique_states, n)
+        ORDER BY n
+        RETURNING {JOB_COLUMNS}
+    """
+    rows = yield Statement(sql, tuple(b.params))
+    return job_rows(rows)
+
+
+def _errors_json(errors: tuple[bytes, ...]) -> str | None:
+    return None if not errors else "[" + ",".join(e.decode() for e in errors) + "]"
+
+
+def _claim_filters(b: Binder, intent: ClaimJobs) -> str:
+    """Extra claim conditions (leading `` AND``); empty when no filter is set."""
+    out = ""
+    if intent.kinds is not None:
+        out += f" AND kind = ANY({b.p(list(intent.kinds))}::text[])"
+    if intent.tags_any is not None:
+        out += f" AND tags && {b.p(list(intent.tags_any))}::varchar(255)[]"
+    if intent.untagged_only:
+        out += " AND cardinality(tags) = 0"
+    return out
+
+
+def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
+    if intent.limit <= 0:
+        return []
+    if intent.max_attempted_by < 1:
+        raise ValidationError("max_attempted_by must be at least 1")
+    if intent.tags_any is not None and intent.untagged_only:
+        raise ValidationError("a claim takes either tags_any or untagged_only, not both")
+    b = binder()
+    cap = intent.max_attempted_by
+    sql = f"""
+        WITH locked AS (
+            SELECT id FROM {d.prefix}river_job
+            WHERE state = 'available' AND queue = {b.p(intent.queue)}::text
+              AND scheduled_at <= {now_sql(b, intent.now)}{_claim_filters(b, intent)}
+            ORDER BY priority ASC, scheduled_at ASC, id ASC
+            LIMIT {b.p(intent.limit)}::integer
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE {d.prefix}river_job j
+        SET state = 'running',
+            attempt = j.attempt + 1,
+            attempted_at = {now_sql(b, intent.now)},
+            attempted_by = array_append(
+                CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= {b.p(cap)}::int
+                     THEN j.attempted_by[array_length(j.attempted_by, 1) - {b.p(cap)}::int + 2:]
+                     ELSE j.attempted_by END,
+                {b.p(intent.client_id)}::text)
+        FROM locked
+        WHERE j.id = locked.id
+        RETURNING {pg_job_columns("j")}
+    """
+    rows = yield Statement(sql, tuple(b.params))
+    return job_rows(rows)
+
+
+def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow]]:
+    if not intent.updates:
+        return []
+    us = intent.updates
+    b = binder()
+    input_cte = f"""
+        SELECT * FROM unnest(
+            {b.p([u.id for u in us])}::bigint[],
+            {b.p([u.state.value for u in us])}::text[],
+            {b.p([u.attempt for u in us])}::int[],
+            {b.p([json_text(u.error) if u.error is not None else None for u in us])}::text[],
+            {b.p([u.finalized_at for u in us])}::timestamptz[],
+            {b.p([u.scheduled_at for u in us])}::timestamptz[],
+            {b.p([u.metadata_do_merge for u in us])}::boolean[],
+            {b.p([json_text(u.metadata_updates or b"{}") for u in us])}::text[]
+        ) AS t(id, state, attempt, error, finalized_at, scheduled_at, do_merge, updates)
+    """
+    now = now_sql(b, intent.now)
+    # should_cancel (§8.1): a retry or snooze of a job someone tried to cancel.
+    cancel = (
+        "(j.state = 'running' AND i.state IN ('retryable', 'scheduled')"
+        " AND j.metadata ? 'cancel_attempted_at')"
+    )
+    sql = f"""
+        WITH input AS ({input_cte}),
+        updated AS (
+            UPDATE {d.prefix}river_job j
+            SET state = CASE WHEN {cancel} THEN 'cancelled'::{d.prefix}river_job_state
+                             WHEN j.state = 'running' THEN i.state::{d.prefix}river_job_state
+                             ELSE j.state END,
+                finalized_at = CASE WHEN {cancel} THEN {now}
+                                    WHEN j.state = 'running' AND i.finalized_at IS NOT NULL
+                                        THEN i.finalized_at
+                                    ELSE j.finalized_at END,
+                attempt = CASE WHEN j.state = 'running' AND NOT {cancel} AND i.attempt IS NOT NULL
+                               THEN i.attempt ELSE j.attempt END,
+                scheduled_at = CASE WHEN j.state = 'running' AND NOT {cancel}
+                                         AND i.scheduled_at IS NOT NULL
+                                    THEN i.scheduled_at ELSE j.scheduled_at END,
+                errors = CASE WHEN j.state = 'running' AND i.error IS NOT NULL
+                              THEN array_append(j.errors, i.error::jsonb) ELSE j.errors END,
+                metadata = CASE WHEN i.do_merge THEN j.metadata || i.updates::jsonb
+                                ELSE j.metadata END
+            FROM input i
+            WHERE j.id = i.id AND (j.state = 'running' OR i.do_merge)
+            RETURNING j.*
+        )
+        SELECT {pg_job_columns("u")} FROM updated u
+        UNION ALL
+        SELECT {pg_job_columns("j")} FROM {d.prefix}river_job j
+        WHERE j.id IN (SELECT id FROM input) AND j.id NOT IN (SELECT id FROM updated)
+        ORDER BY 1
+    """
+    rows = yield Statement(sql, tuple(b.params))
+    return job_rows(rows)
+
+
+PLANNERS: dict[type[Intent], Planner] = {
+    InsertJobs: _insert_jobs,
+    InsertJobsFast: _insert_jobs_fast,
+    InsertFullJobs: _insert_full_jobs,
+    ClaimJobs: _claim_jobs,
+    SetStateIfRunning: _set_state_if_running,
+}

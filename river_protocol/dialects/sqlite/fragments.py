@@ -1,0 +1,43 @@
+"""SQL pieces every SQLite planner family builds with: placeholders, the job
+column list, timestamps as canonical text, JSON lists and the unique index's
+predicate.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from river_protocol.dialects.rows import Binder, job_row_from_sqlite, sqlite_job_columns
+from river_protocol.golang.gotime import format_sqlite_time
+from river_protocol.job import JobRow
+from river_protocol.states import JobState
+
+JOB_COLUMNS = sqlite_job_columns()
+
+
+def binder() -> Binder:
+    return Binder("?")
+
+
+def sqlite_time(value: datetime | None) -> str | None:
+    return None if value is None else format_sqlite_time(value)
+
+
+def job_rows(rows: list[tuple[Any, ...]]) -> list[JobRow]:
+    return [job_row_from_sqlite(r) for r in rows]
+
+
+def json_list(values: Any) -> str:
+    return json.dumps(list(values))
+
+
+def in_bitmask(alias: str = "") -> str:
+    """``river_job_unique_idx``'s predicate, spelled as in the index so SQLite matches it."""
+    q = f"{alias}." if alias else ""
+    cases = " ".join(
+        f"WHEN '{state.value}' THEN {q}unique_states & (1 << {bit})"
+        for bit, state in enumerate(JobState)
+    )
+    return f"CASE {q}state {cases} ELSE 0 END >= 1"
