@@ -16,6 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from river_protocol import metadata_keys
 from river_protocol.dialects.base import Plan
 from river_protocol.dialects.pg_statements import (
     dedupe_batch,
@@ -95,7 +96,7 @@ from river_protocol.states import JobState
 S = sqlite_job_columns()
 _FINALIZED = "('cancelled', 'completed', 'discarded')"
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_NONCE_KEY = "river:unique_nonce"
+_NONCE_KEY = metadata_keys.UNIQUE_NONCE
 
 
 def _b() -> Binder:
