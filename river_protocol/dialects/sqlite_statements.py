@@ -32,7 +32,6 @@ from river_protocol.dialects.rows import (
     leader_row,
     notification_row,
     queue_row,
-    sqlite_canonical,
     sqlite_job_columns,
     sqlite_now,
 )
@@ -618,7 +617,7 @@ def _delete_queue(d: Any, intent: DeleteQueue) -> Plan[QueueRow]:
 
 
 def _expiry(b: Binder, now: datetime | None, ttl: timedelta) -> str:
-    return sqlite_canonical(f"datetime({sqlite_now(b, now)}, 'subsec', {b.p(_ttl(ttl))})")
+    return f"datetime({sqlite_now(b, now)}, 'subsec', {b.p(_ttl(ttl))})"
 
 
 def _leader_elect(d: Any, intent: LeaderElect) -> Plan[LeaderRow | None]:
