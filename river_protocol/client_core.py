@@ -260,6 +260,26 @@ EVENT_FOR_REASON = {
     CompletionReason.SNOOZED: EventKind.JOB_SNOOZED,
     CompletionReason.INTERRUPTED: EventKind.JOB_INTERRUPTED,
 }
+# Persisted states that say what happened whatever the worker asked for (River 0.44.0):
+# a job completed in the worker's own transaction, or cancelled remotely meanwhile.
+_EVENT_FOR_PERSISTED_STATE = {
+    JobState.COMPLETED: EventKind.JOB_COMPLETED,
+    JobState.CANCELLED: EventKind.JOB_CANCELLED,
+}
+
+
+def event_kind_for(reason: CompletionReason, persisted: JobState) -> EventKind:
+    """The event for a recorded outcome: the persisted state when it is unambiguous, else the reason.
+
+    A worker that returns an error after ``complete_in_tx`` committed leaves a
+    completed row (``job_completed``, not ``job_failed``); a retry or snooze
+    of a job cancelled remotely leaves a cancelled row (``job_cancelled``).
+    Other states (available, retryable, scheduled, discarded) can follow
+    several reasons, so the reason decides.
+    """
+    return _EVENT_FOR_PERSISTED_STATE.get(persisted, EVENT_FOR_REASON[reason])
+
+
 EVENT_FOR_QUEUE = {
     QueueEventKind.PAUSED: EventKind.QUEUE_PAUSED,
     QueueEventKind.RESUMED: EventKind.QUEUE_RESUMED,

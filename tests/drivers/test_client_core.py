@@ -20,6 +20,7 @@ from river_protocol.client_core import (
     InsertManyParams,
     QueueConfig,
     default_client_id,
+    event_kind_for,
     parse_event_kinds,
 )
 from river_protocol.errors import ValidationError
@@ -260,3 +261,24 @@ def test_producers_follow_live_queues_and_reconfigure_before_start() -> None:
     assert core.config.tag_filter == TagFilter(("gpu",))
     with pytest.raises(ValidationError, match="queue"):
         core.reconfigure(queues={"Bad Name": QueueConfig()})
+
+
+@pytest.mark.parametrize(("reason", "persisted", "kind"), [
+    # River 0.44.0: the row's unambiguous state wins over the requested transition.
+    (CompletionReason.FAILED, JobState.COMPLETED, EventKind.JOB_COMPLETED),
+    (CompletionReason.FAILED, JobState.CANCELLED, EventKind.JOB_CANCELLED),
+    (CompletionReason.SNOOZED, JobState.CANCELLED, EventKind.JOB_CANCELLED),
+    (CompletionReason.INTERRUPTED, JobState.COMPLETED, EventKind.JOB_COMPLETED),
+    # Otherwise the reason decides.
+    (CompletionReason.FAILED, JobState.RETRYABLE, EventKind.JOB_FAILED),
+    (CompletionReason.FAILED, JobState.AVAILABLE, EventKind.JOB_FAILED),
+    (CompletionReason.FAILED, JobState.DISCARDED, EventKind.JOB_FAILED),
+    (CompletionReason.SNOOZED, JobState.SCHEDULED, EventKind.JOB_SNOOZED),
+    (CompletionReason.SNOOZED, JobState.AVAILABLE, EventKind.JOB_SNOOZED),
+    (CompletionReason.INTERRUPTED, JobState.AVAILABLE, EventKind.JOB_INTERRUPTED),
+    (CompletionReason.COMPLETED, JobState.COMPLETED, EventKind.JOB_COMPLETED),
+])
+def test_event_kind_follows_the_persisted_outcome(
+    reason: CompletionReason, persisted: JobState, kind: EventKind
+) -> None:
+    assert event_kind_for(reason, persisted) is kind
