@@ -16,8 +16,9 @@ def test_modules_use_the_one_definition() -> None:
 
 
 def test_reserved_names_cover_every_key_river_writes() -> None:
-    assert metadata_keys.RESERVED == {
+    written = {
         "output", "river:periodic_job_id", "river:rescue_count", "river:resumable_cursor",
         "river:resumable_step", "river:unique_nonce", "cancel_attempted_at", "periodic", "snoozes",
         "unique_key_conflict",
     }
+    assert written == metadata_keys.RESERVED
