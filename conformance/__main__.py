@@ -58,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"\nFAIL {r.name} {case_id}\n{problem}")
             if not args.verbose and r.failed > 5:
                 print(f"\n... {r.failed - 5} more failures in {r.name} (use -v)")
-        print("\nall families passed" if ok else "\nconformance FAILED")
+        missing = [r.name for r in results if r.missing]
+        passed = "\nall families passed"
+        if missing:
+            passed += f" ({len(missing)} missing: {', '.join(missing)})"
+        print(passed if ok else "\nconformance FAILED")
     return 0 if ok else 1
 
 
