@@ -1,4 +1,4 @@
-"""River's own goldens (../shared/river-upstream) through the upstream_* conformance families."""
+"""River's own goldens, read where conformance.upstream finds them, through the upstream_* families."""
 
 from __future__ import annotations
 
