@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 from conformance.families import load_families
+from conformance.upstream import missing_is_failure, upstream_dir
 
 DEFAULT_FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -22,6 +23,9 @@ class FamilyResult:
     passed: int = 0
     skipped: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)
+    # Local runs without River's goldens report them missing instead of failing.
+    missing: bool = False
+    notes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> int:
@@ -34,11 +38,20 @@ class Skip(Exception):
 
 def run_family(module: ModuleType, fixtures_dir: Path, options: dict[str, Any]) -> FamilyResult:
     result = FamilyResult(module.NAME)
-    path = fixtures_dir / module.FILENAME
+    upstream = getattr(module, "SOURCE", "") == "upstream"
+    directory = upstream_dir(options) if upstream else fixtures_dir
+    path = directory / module.FILENAME
     if not path.exists():
-        result.failures.append(("<file>", f"fixture file {path} not found"))
+        if upstream and not missing_is_failure():
+            result.missing = True
+            result.notes.append(f"River's golden {path} is missing (set RIVER_UPSTREAM_DIR)")
+        else:
+            result.failures.append(("<file>", f"fixture file {path} not found"))
         return result
-    fixture = json.loads(path.read_bytes())
+    raw = path.read_bytes()
+    fixture = json.loads(raw)
+    # Families that hash source text (unique-key args) read it from here.
+    options = {**options, "fixture_bytes": raw, "notes": result.notes}
     case_fn = getattr(module, "cases", None)
     cases: Iterable[dict[str, Any]] = case_fn(fixture, options) if case_fn else fixture["cases"]
     for case in cases:

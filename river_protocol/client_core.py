@@ -78,7 +78,7 @@ from river_protocol.options import (
 from river_protocol.outcomes import Failed, Outcome, unknown_kind_failure
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.states import JobState
-from river_protocol.unique import unique_fields_of
+from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules, unique_fields_of
 from river_protocol.work import CancelCause, Finish, effective_timeout, error_text, finish_job
 from river_protocol.workers import WorkerEntry, Workers
 
@@ -198,6 +198,9 @@ class ClientConfig:
     # Write completions as soon as the completer is idle (group commit) instead of Go's
     # 50 ms tick batching; rows are identical, latency at low load drops from ~250 ms.
     group_commit: bool = True
+    # The River release whose unique keys inserts reproduce; keep v0.43 while
+    # v0.43 Go clients insert unique jobs into the same database.
+    unique_key_rules: UniqueKeyRules = UniqueKeyRules.V0_43
 
     def __post_init__(self) -> None:
         if not self.client_id or len(self.client_id) > CLIENT_ID_MAX_LEN:
@@ -206,6 +209,7 @@ class ClientConfig:
             )
         if self.dialect not in ("postgres", "sqlite"):
             raise ValidationError(f"dialect must be 'postgres' or 'sqlite', got {self.dialect!r}")
+        object.__setattr__(self, "unique_key_rules", parse_unique_key_rules(self.unique_key_rules))
         validate_max_attempts(self.max_attempts)
         if self.fetch_cooldown <= timedelta(0):
             raise ValidationError(f"fetch_cooldown must be positive, got {self.fetch_cooldown}")
@@ -256,6 +260,26 @@ EVENT_FOR_REASON = {
     CompletionReason.SNOOZED: EventKind.JOB_SNOOZED,
     CompletionReason.INTERRUPTED: EventKind.JOB_INTERRUPTED,
 }
+# Persisted states that say what happened whatever the worker asked for (River 0.44.0):
+# a job completed in the worker's own transaction, or cancelled remotely meanwhile.
+_EVENT_FOR_PERSISTED_STATE = {
+    JobState.COMPLETED: EventKind.JOB_COMPLETED,
+    JobState.CANCELLED: EventKind.JOB_CANCELLED,
+}
+
+
+def event_kind_for(reason: CompletionReason, persisted: JobState) -> EventKind:
+    """The event for a recorded outcome: the persisted state when it is unambiguous, else the reason.
+
+    A worker that returns an error after ``complete_in_tx`` committed leaves a
+    completed row (``job_completed``, not ``job_failed``); a retry or snooze
+    of a job cancelled remotely leaves a cancelled row (``job_cancelled``).
+    Other states (available, retryable, scheduled, discarded) can follow
+    several reasons, so the reason decides.
+    """
+    return _EVENT_FOR_PERSISTED_STATE.get(persisted, EVENT_FOR_REASON[reason])
+
+
 EVENT_FOR_QUEUE = {
     QueueEventKind.PAUSED: EventKind.QUEUE_PAUSED,
     QueueEventKind.RESUMED: EventKind.QUEUE_RESUMED,
@@ -527,6 +551,7 @@ class ClientCore:
             kind, encode_args(args), insert_opts=opts, args_opts=args_opts,
             client_max_attempts=self.config.max_attempts,
             unique_fields=unique_fields_of(type(args)), now=now,
+            unique_key_rules=self.config.unique_key_rules,
         )
 
     def _nonce(self) -> str:

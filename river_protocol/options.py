@@ -25,7 +25,7 @@ from river_protocol.errors import ValidationError
 from river_protocol.golang.gotime import GoTime, require_aware
 from river_protocol.intents import InsertParams
 from river_protocol.states import JobState
-from river_protocol.unique import UniqueOpts, unique_key
+from river_protocol.unique import UniqueKeyRules, UniqueOpts, unique_key
 
 DEFAULT_MAX_ATTEMPTS = MAX_ATTEMPTS_DEFAULT
 DEFAULT_PRIORITY = PRIORITY_DEFAULT
@@ -142,11 +142,13 @@ def resolve_insert_params(
     client_max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     unique_fields: Sequence[str],
     now: datetime | GoTime,
+    unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
 ) -> InsertParams:
     """One job's row, options applied as Go's client does (docs/protocol.md §5.1).
 
     ``now`` is the client clock at insert; it decides a ByPeriod bucket even when
-    the job is scheduled for later. The args type's default metadata is ignored
+    the job is scheduled for later. ``unique_key_rules`` picks the River release
+    whose unique keys are reproduced (see ``UniqueKeyRules``). The args type's default metadata is ignored
     and tags are not merged, as in Go. Raises ``ValidationError`` for bad options
     and ``UniqueKeyError`` when the unique key cannot be built.
     """
@@ -175,7 +177,7 @@ def resolve_insert_params(
     states: int | None = None
     if uniq is not None and not uniq.is_empty():
         # Computed before scheduled_at is applied: the bucket always comes from `now`.
-        key = unique_key(kind, encoded_args, unique_fields, uniq, now, queue)
+        key = unique_key(kind, encoded_args, unique_fields, uniq, now, queue, rules=unique_key_rules)
         states = uniq.state_bitmask()
 
     state = JobState.AVAILABLE

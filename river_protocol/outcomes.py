@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from river_protocol import metadata_keys
 from river_protocol.errors import EncodingError, ValidationError
 from river_protocol.golang.gotime import GoTime, format_rfc3339nano, to_gotime
 from river_protocol.intents import SetStateUpdate
@@ -33,7 +34,7 @@ OUTPUT_MAX_BYTES = 32 * 1024 * 1024
 CANCEL_ERROR_PREFIX = "JobCancelError: "
 REMOTE_CANCEL_MESSAGE = "job cancelled remotely"
 SNOOZES_KEY = "snoozes"
-OUTPUT_KEY = "output"
+OUTPUT_KEY = metadata_keys.OUTPUT
 CANCEL_ATTEMPTED_AT_KEY = "cancel_attempted_at"
 
 _INT64_MIN = -(1 << 63)

@@ -31,11 +31,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from river_protocol import metadata_keys
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.golang.encoding_json import RawJSON, encode
 
-STEP_KEY = "river:resumable_step"
-CURSOR_KEY = "river:resumable_cursor"
+STEP_KEY = metadata_keys.RESUMABLE_STEP
+CURSOR_KEY = metadata_keys.RESUMABLE_CURSOR
 
 
 class ResumableError(RiverError):

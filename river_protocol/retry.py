@@ -10,11 +10,17 @@ that is out of range at the cap; on amd64 that yields ``math.MinInt64``, i.e. a
 retry time ~292 years in the *past*. ``go_duration_ns`` reproduces that
 conversion exactly (the conformance fixtures need it); the policy itself caps
 instead unless built with ``go_overflow=True``.
+
+``seed=`` replaces the caller's draw with River's seedable jitter, the one its
+ports share so that conformance runs reproduce exact delays: a SHA-256 of the
+seed, job id, error count and ``now`` picks the factor in [0.9, 1.1].
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Protocol, runtime_checkable
 
 from river_protocol.errors import ValidationError
@@ -64,6 +70,39 @@ def retry_seconds(error_count: int, rand: float) -> float:
     if base == MAX_DURATION_SECONDS:
         return base
     return min(base + base * (rand * 0.2 - 0.1), MAX_DURATION_SECONDS)
+
+
+_U32_MAX = (1 << 32) - 1
+_U64_MAX = (1 << 64) - 1
+
+
+def seeded_jitter(seed: int, job_id: int, attempt_arg: int, now: datetime | GoTime) -> float:
+    """River's seedable jitter draw in [0, 1] for one retry (both ends reachable)."""
+    if not 0 <= seed <= _U64_MAX:
+        raise ValidationError(f"retry seed must be an unsigned 64-bit integer, got {seed!r}")
+    if not MIN_DURATION_NS <= job_id <= MAX_DURATION_NS:
+        raise ValidationError(f"job id must fit a signed 64-bit integer, got {job_id!r}")
+    digest = hashlib.sha256(
+        seed.to_bytes(8, "big")
+        + job_id.to_bytes(8, "big", signed=True)
+        + min(attempt_arg, _U32_MAX).to_bytes(4, "big")
+        + to_gotime(now).unix_ns.to_bytes(8, "big", signed=True)
+    ).digest()
+    return int.from_bytes(digest[:4], "big") / _U32_MAX
+
+
+def seeded_delay_ns(seed: int, job_id: int, error_count: int, now: datetime | GoTime) -> int:
+    """The seeded policy's delay: ``n**4`` s times ``0.9 + 0.2 * draw``, saturating at the cap."""
+    if error_count < 0:
+        raise ValidationError(f"error_count must be >= 0, got {error_count}")
+    attempt_arg = error_count + 1
+    base_seconds = attempt_arg**4
+    if base_seconds * NS_PER_SECOND >= MAX_DURATION_NS:
+        return MAX_DURATION_NS
+    factor = 0.9 + seeded_jitter(seed, job_id, attempt_arg, now) * 0.2
+    # The product is rounded once as a float, then to the nearest nanosecond (ties to even);
+    # jitter just below the cap can overshoot it, and no River schedules past the cap.
+    return min(round(Fraction(factor * float(base_seconds)) * NS_PER_SECOND), MAX_DURATION_NS)
 
 
 def go_duration_ns(seconds: float) -> int:
@@ -127,22 +166,30 @@ class DefaultRetryPolicy:
     default saturates at the maximum duration instead.
     """
 
-    __slots__ = ("go_overflow",)
+    __slots__ = ("go_overflow", "seed")
 
-    def __init__(self, *, go_overflow: bool = False) -> None:
+    def __init__(self, *, go_overflow: bool = False, seed: int | None = None) -> None:
+        if seed is not None and not 0 <= seed <= _U64_MAX:
+            raise ValidationError(f"retry seed must be an unsigned 64-bit integer, got {seed!r}")
         self.go_overflow = go_overflow
+        self.seed = seed
 
     def __repr__(self) -> str:
-        return f"DefaultRetryPolicy(go_overflow={self.go_overflow})"
+        return f"DefaultRetryPolicy(go_overflow={self.go_overflow}, seed={self.seed})"
 
-    def delay_ns(self, job: JobRow, rand: float) -> int:
+    def delay_ns(self, job: JobRow, rand: float, now: datetime | GoTime | None = None) -> int:
+        """The delay in nanoseconds; a seeded policy ignores ``rand`` and needs ``now``."""
+        if self.seed is not None:
+            if now is None:
+                raise ValidationError("a seeded retry policy needs now")
+            return seeded_delay_ns(self.seed, job.id, len(job.errors), now)
         seconds = retry_seconds(len(job.errors), rand)
         return go_duration_ns(seconds) if self.go_overflow else capped_duration_ns(seconds)
 
     def next_retry_at(self, job: JobRow, now: datetime | GoTime, rand: float) -> GoTime:
         """The retry instant with nanosecond precision, in UTC as Go's policy returns it."""
         start = to_gotime(now)
-        return GoTime(start.unix_ns + self.delay_ns(job, rand), UTC)
+        return GoTime(start.unix_ns + self.delay_ns(job, rand, start), UTC)
 
     def next_retry(self, job: JobRow, now: datetime, rand: float) -> datetime:
         return clamp_to_datetime(self.next_retry_at(job, now, rand))

@@ -2,25 +2,32 @@
 
 Go River and River for Python dedupe against each other only if both derive
 byte-identical keys (docs/protocol.md §3.2, §3.3), so this module reproduces Go's
-builder exactly, quirks included: args member names are gjson/sjson *paths*
-(see ``river_protocol.golang.gjson`` and ``.sjson``), period buckets count from
-Go's zero time, and the bucket is rendered in the clock value's own time zone.
+builder exactly, quirks included. Two of those quirks changed after River
+v0.43, so which builder a client follows is a setting (``UniqueKeyRules``):
+under v0.43's rules top-level member names are gjson/sjson *paths* (see
+``river_protocol.golang.gjson`` and ``.sjson``) and the period bucket is rendered in the clock
+value's own time zone; under the newer rules member names are taken
+literally and the bucket is rendered in UTC. Period buckets count from Go's
+zero time under both.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import types
 import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from river_protocol import rawjson
 from river_protocol.args import is_skipped, is_unique, json_name
-from river_protocol.errors import ValidationError
+from river_protocol.errors import UniqueKeyError, ValidationError
 from river_protocol.golang import gjson, sjson
+from river_protocol.golang.encoding_json import encode_go_string
 from river_protocol.golang.gotime import NS_PER_SECOND, GoTime, to_gotime
 from river_protocol.states import JobState
 
@@ -149,6 +156,32 @@ class UniqueOpts:
 
 # ---------------------------------------------------------------- unique key
 
+
+class UniqueKeyRules(enum.StrEnum):
+    """Which River release's key builder a client reproduces.
+
+    ``V0_43`` (the default) writes the keys River v0.43 Go clients write, so
+    both dedupe against each other in one database. ``LATEST`` follows newer
+    River: args member names are hashed literally (v0.43 reads them as gjson
+    paths, so ``"a.b"`` nests, ``"@x"`` vanishes and ``""`` is refused) and
+    the period bucket is printed in UTC (v0.43 prints the clock's own zone,
+    e.g. ``-05:00`` for a Go process whose local zone is New York). The two
+    agree for member names free of path syntax and clocks in UTC; they
+    disagree otherwise, which is why newer keys are opt-in.
+    """
+
+    V0_43 = "v0.43"
+    LATEST = "latest"
+
+
+def parse_unique_key_rules(value: UniqueKeyRules | str) -> UniqueKeyRules:
+    try:
+        return UniqueKeyRules(value)
+    except ValueError:
+        known = ", ".join(repr(r.value) for r in UniqueKeyRules)
+        raise ValidationError(f"unknown unique key rules {value!r}; known: {known}") from None
+
+
 _GO_ZERO_TIME_TO_UNIX_NS = 62_135_596_800 * NS_PER_SECOND
 
 
@@ -160,22 +193,51 @@ def truncate_to_period(now: datetime | GoTime, period_ns: int) -> GoTime:
     return GoTime(t.unix_ns - (t.unix_ns + _GO_ZERO_TIME_TO_UNIX_NS) % period_ns, t.tz)
 
 
-def _args_part(encoded_args: bytes, unique_fields: Sequence[str]) -> bytes:
-    if unique_fields:
-        # Starts from an empty document, not "{}": with no field present the part stays empty.
-        doc = b""
-        for path in unique_fields:
-            found = gjson.get(encoded_args, path)
-            if not found.exists() or found.raw == b"undefined":
-                continue
-            doc = sjson.set_raw(doc, path, found.raw)
-        return doc
+def _selected_args(encoded_args: bytes, unique_fields: Sequence[str]) -> bytes:
+    # Starts from an empty document, not "{}": with no field present the part stays empty.
+    doc = b""
+    for path in unique_fields:
+        found = gjson.get(encoded_args, path)
+        if not found.exists() or found.raw == b"undefined":
+            continue
+        doc = sjson.set_raw(doc, path, found.raw)
+    return doc
+
+
+def _all_args_as_paths(encoded_args: bytes) -> bytes:
     doc = b"{}"
     # River lists the keys with gjson's ``@keys`` and reads each as a string, so escapes are undone.
     keys = [k.string() for k in gjson.get(encoded_args, b"@keys").array()]
     for key in sorted(keys):
         doc = sjson.set_raw(doc, key, gjson.get(encoded_args, key).raw)
     return doc
+
+
+def _sjson_key(key: bytes) -> bytes:
+    # sjson writes a name verbatim unless it needs escaping, even if the args escaped it.
+    if all(0x20 <= b <= 0x7F and b not in (0x22, 0x5C) for b in key):
+        return b'"' + key + b'"'
+    return encode_go_string(key)
+
+
+def _all_args_literal(encoded_args: bytes) -> bytes:
+    members = rawjson.object_members(encoded_args)
+    if members is None:
+        if encoded_args.strip() == b"[]":
+            return b"{}"
+        raise UniqueKeyError("job arguments must encode to a JSON object")
+    first: dict[bytes, bytes] = {}
+    for key, raw in members:
+        first.setdefault(key, raw)  # a duplicated name keeps its first value, as gjson reads it
+    return b"{" + b",".join(_sjson_key(k) + b":" + first[k] for k in sorted(first)) + b"}"
+
+
+def _args_part(encoded_args: bytes, unique_fields: Sequence[str], rules: UniqueKeyRules) -> bytes:
+    if unique_fields:
+        return _selected_args(encoded_args, unique_fields)
+    if rules is UniqueKeyRules.LATEST:
+        return _all_args_literal(encoded_args)
+    return _all_args_as_paths(encoded_args)
 
 
 def build_unique_key_string(
@@ -185,22 +247,28 @@ def build_unique_key_string(
     opts: UniqueOpts,
     now: datetime | GoTime,
     queue: str,
+    *,
+    rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
 ) -> bytes:
     """The pre-hash unique key (bytes: args may hold invalid UTF-8).
 
     ``unique_fields`` are the dotted JSON paths of the args' unique fields
     (``unique_fields_of``); empty means "all top-level keys". ``now`` is the
-    insert-time clock; its zone decides how the period bucket is rendered.
-    Raises ``UniqueKeyError`` where Go's builder fails (e.g. an empty member name).
+    insert-time clock; under v0.43's rules its zone decides how the period
+    bucket is rendered. Raises ``UniqueKeyError`` where Go's builder fails
+    (e.g. an empty member name under v0.43's rules).
     """
+    rules = parse_unique_key_rules(rules)
     out = bytearray()
     if not opts.exclude_kind:
         out += b"&kind=" + kind.encode()
     if opts.by_args:
-        out += b"&args=" + _args_part(encoded_args, unique_fields)
+        out += b"&args=" + _args_part(encoded_args, unique_fields, rules)
     period_ns = opts.by_period_ns
     if period_ns != 0:
         bucket = truncate_to_period(now, period_ns)
+        if rules is UniqueKeyRules.LATEST:
+            bucket = GoTime(bucket.unix_ns, UTC)
         out += b"&period=" + bucket.format_rfc3339(nano=False).encode()
     if opts.by_queue:
         out += b"&queue=" + queue.encode()
@@ -214,9 +282,11 @@ def unique_key(
     opts: UniqueOpts,
     now: datetime | GoTime,
     queue: str,
+    *,
+    rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
 ) -> bytes:
     """The 32-byte ``unique_key`` column value: SHA-256 of ``build_unique_key_string``."""
-    key_string = build_unique_key_string(kind, encoded_args, unique_fields, opts, now, queue)
+    key_string = build_unique_key_string(kind, encoded_args, unique_fields, opts, now, queue, rules=rules)
     return hashlib.sha256(key_string).digest()
 
 

@@ -65,6 +65,7 @@ from river_protocol.machines.producer import JobFinished, ProducerOutput, Start,
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Outcome
 from river_protocol.retry import RetryPolicy
+from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
 from river_protocol.workers import Workers
 from river_sync.admin import JobsAPI, QueuesAPI
@@ -267,6 +268,7 @@ class Client:
         skip_unknown_job_check: bool = False,
         tag_filter: TagFilter | None = None,
         group_commit: bool = True,
+        unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
     ) -> None:
         self._db, self._owns_db = _open_database(database, schema)
         try:
@@ -283,6 +285,7 @@ class Client:
                 fetch_only_known_kinds=fetch_only_known_kinds,
                 tag_filter=tag_filter,
                 group_commit=group_commit,
+                unique_key_rules=parse_unique_key_rules(unique_key_rules),
                 maintenance=maintenance or MaintenanceConfig(),
                 leader_election=election_config(leader_election),
             )

@@ -81,6 +81,7 @@ from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Completed, Outcome
 from river_protocol.resumable import needs_state_up_front, settle_run
 from river_protocol.retry import RetryPolicy
+from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry, Workers
 from river_trio.admin import JobsAPI, QueuesAPI
@@ -220,6 +221,7 @@ class Client:
         skip_unknown_job_check: bool = False,
         tag_filter: TagFilter | None = None,
         group_commit: bool = True,
+        unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
     ) -> None:
         from datetime import UTC, datetime
 
@@ -241,6 +243,7 @@ class Client:
             fetch_only_known_kinds=fetch_only_known_kinds,
             tag_filter=tag_filter,
             group_commit=group_commit,
+            unique_key_rules=parse_unique_key_rules(unique_key_rules),
             maintenance=maintenance or MaintenanceConfig(),
             leader_election=election_config(leader_election),
         )

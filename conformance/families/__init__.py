@@ -14,6 +14,15 @@ FAMILY_MODULES = (
     "cron",
     "schema_sqlite",
     "schema_postgres",
+    "upstream_unique_keys",
+    "upstream_cron",
+    "upstream_cron_invalid",
+    "upstream_snooze",
+    "upstream_job_states",
+    "upstream_notifications",
+    "upstream_metadata_keys",
+    "upstream_attempt_error",
+    "upstream_retry",
 )
 
 

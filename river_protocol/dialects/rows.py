@@ -40,16 +40,10 @@ class Binder:
         return self.placeholder
 
 
-# Written timestamps must keep SQLite's canonical text shape so that the
-# lexicographic comparisons River relies on stay correct: datetime() with
-# 'subsec' always prints three fractional digits, which this trims the way
-# Go's parameter formatter does.
-SQLITE_DB_NOW = "rtrim(rtrim(datetime('now', 'subsec'), '0'), '.')"
-
-
-def sqlite_canonical(expr: str) -> str:
-    """Wrap a ``datetime(..., 'subsec', ...)`` expression so its text is canonical."""
-    return f"rtrim(rtrim({expr}, '0'), '.')"
+# Written timestamps keep one text shape so that the lexicographic comparisons
+# River relies on stay correct: datetime() with 'subsec' prints exactly three
+# fractional digits, as format_sqlite_time does for parameters.
+SQLITE_DB_NOW = "datetime('now', 'subsec')"
 
 
 def sqlite_now(b: Binder, now: datetime | None) -> str:

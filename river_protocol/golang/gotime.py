@@ -105,15 +105,16 @@ def require_aware(value: datetime, what: str = "time") -> datetime:
 
 
 def format_sqlite_time(value: datetime) -> str:
-    """River's SQLite parameter form: UTC, rounded to ms, trailing zeros trimmed."""
+    """River's SQLite timestamp text: UTC, rounded to ms, always three fractional digits.
+
+    River up to v0.43 trimmed trailing zeros ("12:00:00.1", "12:00:00"); 0.44.0
+    and 0.44.1 write ".000"-style text on every path. Both read back alike, and
+    distinct instants sort the same either way, so rows of either kind mix.
+    """
     utc = require_aware(value).astimezone(UTC)
     millis_total = (utc.microsecond + 500) // 1000
     utc = utc.replace(microsecond=0) + timedelta(milliseconds=millis_total)
-    text = utc.strftime("%Y-%m-%d %H:%M:%S")
-    millis = utc.microsecond // 1000
-    if millis:
-        text += "." + f"{millis:03d}".rstrip("0")
-    return text
+    return utc.strftime("%Y-%m-%d %H:%M:%S") + f".{utc.microsecond // 1000:03d}"
 
 
 _TIME_RE = re.compile(

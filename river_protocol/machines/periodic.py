@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from river_protocol import metadata_keys
 from river_protocol.constants import KIND_RE, PERIODIC_DUE_MARGIN, PERIODIC_ID_MAX_LEN, PERIODIC_IDLE_WAIT
 from river_protocol.errors import ProtocolError, ValidationError
 from river_protocol.intents import InsertJobs, InsertParams, Intent, Notify
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from river_protocol.cron import Schedule
 
 METADATA_PERIODIC = "periodic"
-METADATA_PERIODIC_ID = "river:periodic_job_id"
+METADATA_PERIODIC_ID = metadata_keys.PERIODIC_JOB_ID
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import random
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,7 @@ from typing import ClassVar
 import pytest
 from test_client_support import Other, Task  # type: ignore[import-not-found]
 
+from river_protocol.args import arg_field
 from river_protocol.client_core import (
     ClientConfig,
     ClientCore,
@@ -18,6 +20,7 @@ from river_protocol.client_core import (
     InsertManyParams,
     QueueConfig,
     default_client_id,
+    event_kind_for,
     parse_event_kinds,
 )
 from river_protocol.errors import ValidationError
@@ -28,6 +31,7 @@ from river_protocol.machines.producer import ControlMessage, InsertNotification
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Interrupted, Snooze
 from river_protocol.states import JobState
+from river_protocol.unique import UniqueKeyRules, UniqueOpts
 from river_protocol.work import (
     CancelCause,
     JobCancel,
@@ -162,6 +166,24 @@ def _core(dialect: str = "postgres", **kwargs: object) -> ClientCore:
     return ClientCore(config, workers, random.Random(1))
 
 
+@dataclasses.dataclass
+class Dotted:
+    kind: ClassVar[str] = "dotted"
+    value: int = arg_field(json="a.b", default=1)
+
+
+def test_plan_insert_builds_unique_keys_under_the_configured_rules() -> None:
+    unique = [InsertManyParams(Dotted(), InsertOpts(unique_opts=UniqueOpts(by_args=True)))]
+    with pytest.raises(ValidationError, match="unknown unique key rules"):
+        _core("sqlite", unique_key_rules="v1")
+    v043 = _core("sqlite", skip_unknown_job_check=True).plan_insert(unique, NOW).insert.jobs[0]
+    core = _core("sqlite", skip_unknown_job_check=True, unique_key_rules=UniqueKeyRules.LATEST)
+    latest = core.plan_insert(unique, NOW).insert.jobs[0]
+    # v0.43 reads the name as a path that finds nothing, leaving invalid JSON; newer River doesn't.
+    assert v043.unique_key == hashlib.sha256(b'&kind=dotted&args={"a":{"b":}}').digest()
+    assert latest.unique_key == hashlib.sha256(b'&kind=dotted&args={"a.b":1}').digest()
+
+
 def test_plan_insert_throttles_notifications_and_draws_a_nonce() -> None:
     core = _core("sqlite")
     plan = core.plan_insert([Task("a"), InsertManyParams(Task("b"), InsertOpts(queue="q2"))], NOW)
@@ -239,3 +261,24 @@ def test_producers_follow_live_queues_and_reconfigure_before_start() -> None:
     assert core.config.tag_filter == TagFilter(("gpu",))
     with pytest.raises(ValidationError, match="queue"):
         core.reconfigure(queues={"Bad Name": QueueConfig()})
+
+
+@pytest.mark.parametrize(("reason", "persisted", "kind"), [
+    # River 0.44.0: the row's unambiguous state wins over the requested transition.
+    (CompletionReason.FAILED, JobState.COMPLETED, EventKind.JOB_COMPLETED),
+    (CompletionReason.FAILED, JobState.CANCELLED, EventKind.JOB_CANCELLED),
+    (CompletionReason.SNOOZED, JobState.CANCELLED, EventKind.JOB_CANCELLED),
+    (CompletionReason.INTERRUPTED, JobState.COMPLETED, EventKind.JOB_COMPLETED),
+    # Otherwise the reason decides.
+    (CompletionReason.FAILED, JobState.RETRYABLE, EventKind.JOB_FAILED),
+    (CompletionReason.FAILED, JobState.AVAILABLE, EventKind.JOB_FAILED),
+    (CompletionReason.FAILED, JobState.DISCARDED, EventKind.JOB_FAILED),
+    (CompletionReason.SNOOZED, JobState.SCHEDULED, EventKind.JOB_SNOOZED),
+    (CompletionReason.SNOOZED, JobState.AVAILABLE, EventKind.JOB_SNOOZED),
+    (CompletionReason.INTERRUPTED, JobState.AVAILABLE, EventKind.JOB_INTERRUPTED),
+    (CompletionReason.COMPLETED, JobState.COMPLETED, EventKind.JOB_COMPLETED),
+])
+def test_event_kind_follows_the_persisted_outcome(
+    reason: CompletionReason, persisted: JobState, kind: EventKind
+) -> None:
+    assert event_kind_for(reason, persisted) is kind

@@ -851,17 +851,67 @@ def test_every_intent_has_a_planner_on_both_dialects() -> None:
 # ---------------------------------------------------------------- SQLite text forms
 
 
+MS_TEXT = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}$")  # River 0.44's one shape
+
+
+def _timestamp_texts(db: DB) -> list[tuple[str, str]]:
+    columns = {
+        "river_job": ("attempted_at", "created_at", "finalized_at", "scheduled_at"),
+        "river_queue": ("created_at", "paused_at", "updated_at"),
+        "river_leader": ("elected_at", "expires_at"),
+    }
+    texts = []
+    for table, names in columns.items():
+        for row in db.ex.execute(Statement(f"SELECT {', '.join(names)} FROM {table}")):
+            texts += [(f"{table}.{name}", value) for name, value in zip(names, row, strict=True) if value]
+    return texts
+
+
 @_only("sqlite")  # Postgres stores timestamptz, not text
-def test_sqlite_db_clock_times_are_canonical(db: DB) -> None:
+def test_sqlite_db_clock_times_have_three_fractional_digits(db: DB) -> None:
     put(db, full())
     db.run(ClaimJobs(queue="default", limit=1, client_id="me"))
+    db.run(UpsertQueue(name="q"))
     won = db.run(LeaderElect(leader_id="one", ttl=timedelta(seconds=15)))
-    (attempted_at,) = db.ex.execute(Statement("SELECT attempted_at FROM river_job"))[0]
-    elected_at, expires_at = db.ex.execute(Statement("SELECT elected_at, expires_at FROM river_leader"))[0]
-    canonical = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d{0,2}[1-9])?$")
-    for text in (attempted_at, elected_at, expires_at):
-        assert canonical.match(text), text
+    texts = _timestamp_texts(db)
+    assert {column for column, _ in texts} >= {
+        "river_job.attempted_at", "river_job.created_at",
+        "river_leader.elected_at", "river_leader.expires_at",
+        "river_queue.created_at", "river_queue.updated_at",
+    }
+    assert [(column, text) for column, text in texts if not MS_TEXT.match(text)] == []
     assert won.expires_at - won.elected_at == timedelta(seconds=15)
+
+
+@_only("sqlite")  # Postgres stores timestamptz, not text
+def test_sqlite_every_write_path_writes_three_fractional_digits(db: DB) -> None:
+    # Whole seconds and a tenth: the texts River up to v0.43 trimmed ("12:00:00", "12:00:00.1").
+    whole, tenth = datetime(2031, 3, 4, 12, 0, tzinfo=UTC), datetime(2031, 3, 4, 12, 0, 0, 100000, tzinfo=UTC)
+    (inserted,) = insert(db, job(scheduled_at=whole, created_at=tenth))
+    put(db, full(state=S.RUNNING, attempt=1, attempted_at=whole, created_at=tenth, scheduled_at=whole))
+    done, rescued, cancelled = (_running(db, attempted_at=whole - timedelta(hours=2)) for _ in range(3))
+    db.run(ClaimJobs(queue="default", limit=1, client_id="me", now=whole))
+    db.run(SetStateIfRunning(updates=(SetStateUpdate(id=done.id, state=S.COMPLETED, finalized_at=whole),)))
+    db.run(RescueJobs(updates=(RescueUpdate(id=rescued.id, state=S.RETRYABLE, error=err(1), finalized_at=None,
+                                            scheduled_at=tenth),)))
+    db.run(CancelJob(id=cancelled.id, cancel_attempted_at=b'"2031-03-04T12:00:00Z"', now=tenth))
+    db.run(RetryJob(id=done.id, now=whole))
+    db.run(UpsertQueue(name="q", now=whole))
+    db.run(PauseQueue(name="q", now=tenth))
+    db.run(LeaderElect(leader_id="one", ttl=timedelta(seconds=15), now=whole))
+    texts = _timestamp_texts(db)
+    assert len(texts) >= 14
+    assert [(column, text) for column, text in texts if not MS_TEXT.match(text)] == []
+    assert get(db, inserted.job.id).created_at == tenth
+
+
+@_only("sqlite")  # Go's SQLite driver returned null errors before 0.44.1
+def test_sqlite_rows_without_errors_read_as_an_empty_list(db: DB) -> None:
+    (row,) = put(db, full())
+    (stored,) = db.ex.execute(Statement("SELECT errors FROM river_job WHERE id = ?", (row.id,)))[0]
+    assert stored is None
+    assert row.errors == () and get(db, row.id).errors == ()
+    assert db.run(ListJobs(filter=JobListFilter()))[0].errors == ()
 
 
 @_only("sqlite")  # text timestamps exist only on SQLite

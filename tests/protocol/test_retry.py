@@ -26,6 +26,8 @@ from river_protocol.retry import (
     go_duration_seconds,
     go_pow4,
     retry_seconds,
+    seeded_delay_ns,
+    seeded_jitter,
 )
 from river_protocol.states import JobState
 
@@ -155,3 +157,73 @@ def test_datetime_policy_never_overflows_datetime_range() -> None:
 @given(st.integers(min_value=0, max_value=1000), rands)
 def test_python_policy_is_never_in_the_past(error_count: int, rand: float) -> None:
     assert DefaultRetryPolicy().next_retry(job_with_errors(error_count), NOW, rand) > NOW
+
+
+# ---------------------------------------------------------------- the seedable jitter River's ports share
+
+SEED_NOW = GoTime(1_767_323_045_678_900_000, UTC)  # 2026-01-02T03:04:05.6789Z
+
+
+def _failed(job_id: int, errors: int) -> JobRow:
+    at = SEED_NOW.to_datetime()
+    return JobRow(id=job_id, kind="k", encoded_args=b"{}", state=JobState.RUNNING,
+                  errors=(AttemptError(at=at, attempt=1, error="e"),) * errors)
+
+
+def test_seeded_jitter_is_the_first_four_digest_bytes_over_u32_max() -> None:
+    import hashlib
+
+    digest = hashlib.sha256(
+        (123).to_bytes(8, "big") + (42).to_bytes(8, "big") + (2).to_bytes(4, "big")
+        + SEED_NOW.unix_ns.to_bytes(8, "big")
+    ).digest()
+    assert seeded_jitter(123, 42, 2, SEED_NOW) == int.from_bytes(digest[:4], "big") / (2**32 - 1)
+    assert seeded_jitter(123, 42, 2, SEED_NOW) != seeded_jitter(124, 42, 2, SEED_NOW)
+
+
+def test_seeded_delay_matches_the_ports_reference_values() -> None:
+    # Values River's Rust port computes for the same inputs (its protocol_values goldens).
+    assert seeded_delay_ns(0, 42, 0, SEED_NOW) == 1_007_585_966
+    assert seeded_delay_ns(456, 1, 10, SEED_NOW) == 14_472_375_008_645  # rounded, not truncated
+    assert seeded_delay_ns(2**64 - 1, 2**53 - 1, 2, SEED_NOW) == 83_973_474_471
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(0, 200))
+def test_seeded_delay_stays_within_ten_percent(seed: int, job_id: int, errors: int) -> None:
+    base_ns = (errors + 1) ** 4 * 1_000_000_000
+    delay = seeded_delay_ns(seed, job_id, errors, SEED_NOW)
+    assert base_ns * 0.9 - 1 <= delay <= base_ns * 1.1 + 1
+
+
+def test_seeded_delay_saturates_at_the_largest_duration() -> None:
+    assert seeded_delay_ns(123, 42, 309, SEED_NOW) == MAX_DURATION_NS
+    # 309**4 s fits, but its jitter may not: the delay never passes the cap either way.
+    below = [seeded_delay_ns(seed, 42, 308, SEED_NOW) for seed in range(40)]
+    assert max(below) == MAX_DURATION_NS and min(below) < MAX_DURATION_NS
+
+
+def test_seeded_policy_ignores_the_draw_and_needs_now() -> None:
+    policy = DefaultRetryPolicy(seed=7)
+    job = _failed(5, 3)
+    assert policy.delay_ns(job, 0.0, SEED_NOW) == policy.delay_ns(job, 0.99, SEED_NOW)
+    assert policy.delay_ns(job, 0.0, SEED_NOW) == seeded_delay_ns(7, 5, 3, SEED_NOW)
+    expected = SEED_NOW.unix_ns + seeded_delay_ns(7, 5, 3, SEED_NOW)
+    assert policy.next_retry_at(job, SEED_NOW, 0.5).unix_ns == expected
+    with pytest.raises(ValidationError, match="needs now"):
+        policy.delay_ns(job, 0.5)
+    assert "seed=7" in repr(policy)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64])
+def test_seed_outside_u64_is_refused(seed: int) -> None:
+    with pytest.raises(ValidationError, match="unsigned 64-bit"):
+        DefaultRetryPolicy(seed=seed)
+    with pytest.raises(ValidationError, match="unsigned 64-bit"):
+        seeded_jitter(seed, 1, 1, SEED_NOW)
+
+
+def test_seeded_inputs_outside_their_ranges_are_refused() -> None:
+    with pytest.raises(ValidationError, match="signed 64-bit"):
+        seeded_jitter(1, 2**63, 1, SEED_NOW)
+    with pytest.raises(ValidationError, match="error_count"):
+        seeded_delay_ns(1, 1, -1, SEED_NOW)

@@ -22,9 +22,11 @@ from river_protocol.unique import (
     DEFAULT_UNIQUE_STATES,
     DEFAULT_UNIQUE_STATES_BITMASK,
     REQUIRED_UNIQUE_STATES,
+    UniqueKeyRules,
     UniqueOpts,
     bitmask_to_states,
     build_unique_key_string,
+    parse_unique_key_rules,
     states_to_bitmask,
     truncate_to_period,
     unique_fields_of,
@@ -291,3 +293,67 @@ def test_unique_fields_of_explicit_classvar_and_cache() -> None:
 
 def test_unique_fields_of_untagged_type_is_empty() -> None:
     assert unique_fields_of(Address) == []
+
+
+# ---------------------------------------------------------------- newer River's key rules
+
+LATEST = UniqueKeyRules.LATEST
+
+
+def _latest_args(args: bytes) -> bytes:
+    return build_unique_key_string("k", args, [], BY_ARGS, NOW, "q", rules=LATEST)
+
+
+def test_latest_rules_hash_member_names_literally() -> None:
+    args = rb'{"b":1,"a.b":2,"@x":3,"":4,"a\\b":5,":lead":6}'
+    assert _latest_args(args) == rb'&kind=k&args={"":4,":lead":6,"@x":3,"a.b":2,"a\\b":5,"b":1}'
+    # v0.43 reads the names as gjson paths and refuses the empty one.
+    with pytest.raises(UniqueKeyError, match="path cannot be empty"):
+        build_unique_key_string("k", args, [], BY_ARGS, NOW, "q")
+
+
+def test_latest_rules_write_names_as_sjson_does_and_keep_first_duplicate() -> None:
+    args = rb'{"\u0061":1,"a\u003cb":2,"\u00e9&":3,"line\n":4,"a":9}'
+    # Printable ASCII names lose their escapes; others get Go's (é stays raw, & is escaped).
+    assert _latest_args(args) == '&kind=k&args={"a":1,"a<b":2,"line\\n":4,"é\\u0026":3}'.encode()
+
+
+def test_latest_rules_keep_values_byte_for_byte() -> None:
+    args = b'{"n":1E+21,"z":-0,"o":{"y":2, "x":[1, 2]}}'
+    assert _latest_args(args) == b'&kind=k&args={"n":1E+21,"o":{"y":2, "x":[1, 2]},"z":-0}'
+
+
+def test_latest_rules_refuse_args_that_are_not_an_object() -> None:
+    assert _latest_args(b"[]") == b"&kind=k&args={}"
+    for args in (b"[1]", b"null", b'"args"'):
+        with pytest.raises(UniqueKeyError, match="must encode to a JSON object"):
+            _latest_args(args)
+
+
+def test_selected_fields_are_built_the_same_under_both_rules() -> None:
+    args = b'{"account":{"id":"a","x":1},"label":"l"}'
+    fields = ["account.id", "label"]
+    assert build_unique_key_string("k", args, fields, BY_ARGS, NOW, "q", rules=LATEST) == (
+        build_unique_key_string("k", args, fields, BY_ARGS, NOW, "q")
+    )
+
+
+def test_latest_rules_print_the_period_bucket_in_utc() -> None:
+    opts = UniqueOpts(by_period=timedelta(hours=1))
+    new_york = NOW.astimezone(ZoneInfo("America/New_York"))
+    assert build_unique_key_string("k", b"{}", [], opts, new_york, "q", rules=LATEST) == (
+        b"&kind=k&period=2024-05-14T13:00:00Z"
+    )
+    v043 = build_unique_key_string("k", b"{}", [], opts, new_york, "q")
+    assert v043 == b"&kind=k&period=2024-05-14T09:00:00-04:00"
+    in_utc = unique_key("k", b"{}", [], opts, NOW, "q")
+    assert unique_key("k", b"{}", [], opts, new_york, "q", rules="latest") == in_utc
+
+
+def test_unique_key_rules_by_name_and_unknown_names() -> None:
+    assert parse_unique_key_rules("v0.43") is UniqueKeyRules.V0_43
+    assert parse_unique_key_rules(LATEST) is LATEST
+    with pytest.raises(ValidationError, match="unknown unique key rules 'v9'"):
+        parse_unique_key_rules("v9")
+    with pytest.raises(ValidationError, match="unknown unique key rules"):
+        build_unique_key_string("k", b"{}", [], BY_ARGS, NOW, "q", rules="newest")

@@ -12,6 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from river_protocol import metadata_keys
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import dedupe_batch, json_text, results_in_input_order
 from river_protocol.dialects.rows import Binder, job_row_from_sqlite, sqlite_now
@@ -39,7 +40,7 @@ from river_protocol.intents import (
 )
 from river_protocol.job import JobRow
 
-_NONCE_KEY = "river:unique_nonce"
+_NONCE_KEY = metadata_keys.UNIQUE_NONCE
 
 
 _CONFLICT_TARGET = (

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
-from river_protocol.dialects.rows import LEADER_COLUMNS, Binder, leader_row, sqlite_canonical, sqlite_now
+from river_protocol.dialects.rows import LEADER_COLUMNS, Binder, leader_row, sqlite_now
 from river_protocol.dialects.sqlite.fragments import binder
 from river_protocol.golang.gotime import format_sqlite_time
 from river_protocol.intents import (
@@ -27,7 +27,7 @@ def _ttl(ttl: timedelta) -> str:
 
 
 def _expiry(b: Binder, now: datetime | None, ttl: timedelta) -> str:
-    return sqlite_canonical(f"datetime({sqlite_now(b, now)}, 'subsec', {b.p(_ttl(ttl))})")
+    return f"datetime({sqlite_now(b, now)}, 'subsec', {b.p(_ttl(ttl))})"
 
 
 def _leader_elect(d: Any, intent: LeaderElect) -> Plan[LeaderRow | None]:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from harness import WAIT, Harness  # type: ignore[import-not-found]
 from test_client_support import Gate, Other, Task, raw_first_error  # type: ignore[import-not-found]
 
 from behaviour.support import fast_client, row, wait_for
+from river_protocol.args import arg_field
 from river_protocol.errors import JobNotFoundError
 from river_protocol.golang.gotime import parse_time
 from river_protocol.intents import CancelJob, Notify
@@ -74,6 +77,26 @@ def test_insert_many_order_and_unique_skips(h: Harness, client_db_url: str) -> N
     assert [r.unique_skipped_as_duplicate for r in results] == [False, True, False, False]
     assert results[1].job.id == first.job.id
     assert results[0].job.id < results[2].job.id < results[3].job.id
+
+
+@dataclasses.dataclass
+class Dotted:
+    kind: ClassVar[str] = "dotted"
+    value: int = arg_field(json="a.b", default=1)
+
+
+def test_unique_key_rules_setting_picks_the_key_builder(h: Harness, client_db_url: str) -> None:
+    unique = InsertOpts(unique_opts=UniqueOpts(by_args=True))
+    with h.client(client_db_url) as old, h.client(client_db_url, unique_key_rules="latest") as new:
+        first = old.insert(Dotted(), unique)
+        second = new.insert(Dotted(), unique)  # a different key: not a duplicate of the first
+        again = new.insert(Dotted(), unique)
+        stored = [old.jobs.get(first.job.id), old.jobs.get(second.job.id)]
+    assert not second.unique_skipped_as_duplicate and again.unique_skipped_as_duplicate
+    assert stored[0].unique_key == hashlib.sha256(b'&kind=dotted&args={"a":{"b":}}').digest()
+    assert stored[1].unique_key == hashlib.sha256(b'&kind=dotted&args={"a.b":1}').digest()
+    with pytest.raises(ValueError, match="unknown unique key rules"):
+        h.client(client_db_url, unique_key_rules="v0.44")
 
 
 def test_insert_rejects_unknown_kind_when_workers_given(h: Harness, client_db_url: str) -> None:

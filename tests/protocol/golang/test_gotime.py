@@ -45,13 +45,24 @@ def test_naive_datetimes_are_refused() -> None:
         format_sqlite_time(datetime(2024, 1, 1))
 
 
-def test_sqlite_time_rounds_to_milliseconds_and_trims() -> None:
-    assert format_sqlite_time(datetime(2026, 8, 5, 12, 0, 0, tzinfo=UTC)) == "2026-08-05 12:00:00"
-    assert format_sqlite_time(datetime(2026, 8, 5, 12, 0, 0, 100000, tzinfo=UTC)) == "2026-08-05 12:00:00.1"
+def test_sqlite_time_rounds_to_milliseconds_with_three_digits() -> None:
+    # River 0.44 writes three fractional digits always; up to v0.43 it trimmed trailing zeros.
+    assert format_sqlite_time(datetime(2026, 8, 5, 12, 0, 0, tzinfo=UTC)) == "2026-08-05 12:00:00.000"
+    assert format_sqlite_time(datetime(2026, 8, 5, 12, 0, 0, 100000, tzinfo=UTC)) == "2026-08-05 12:00:00.100"
     assert format_sqlite_time(datetime(2026, 8, 5, 12, 0, 0, 123456, tzinfo=UTC)) == "2026-08-05 12:00:00.123"
-    assert format_sqlite_time(datetime(2026, 8, 5, 12, 0, 0, 999600, tzinfo=UTC)) == "2026-08-05 12:00:01"
+    assert format_sqlite_time(datetime(2026, 8, 5, 12, 0, 0, 999600, tzinfo=UTC)) == "2026-08-05 12:00:01.000"
     plus2 = timezone(timedelta(hours=2))
-    assert format_sqlite_time(datetime(2026, 8, 5, 14, 0, tzinfo=plus2)) == "2026-08-05 12:00:00"
+    assert format_sqlite_time(datetime(2026, 8, 5, 14, 0, tzinfo=plus2)) == "2026-08-05 12:00:00.000"
+
+
+_MODERN = st.datetimes(datetime(1000, 1, 1), datetime(9999, 12, 31, 23), timezones=st.just(UTC))
+
+
+@given(_MODERN, _MODERN)
+def test_sqlite_time_text_sorts_like_the_instants(a: datetime, b: datetime) -> None:
+    # SQLite compares these as text; the fixed shape keeps that order equal to time order.
+    ta, tb = format_sqlite_time(a), format_sqlite_time(b)
+    assert (ta < tb) == (parse_time(ta) < parse_time(tb))
 
 
 @pytest.mark.parametrize(
