@@ -558,6 +558,9 @@ def test_a_killed_process_is_restarted_and_its_job_rescued(
     rescued = row(inserter, job_id)
     assert rescued.attempt >= 2 and "stuck" in rescued.errors[0].error.lower()
 
+    # A child still importing would die of the signal instead of stopping: wait until all three
+    # clients (two first, one replacement) have said they are working.
+    expect_count(worker, "working ", 3, "err")
     worker.signal(signal.SIGTERM)
     expect_count(worker, "SIGTERM received: stopping after running jobs finish", 2, "err")
     worker.signal(signal.SIGTERM)
