@@ -93,7 +93,8 @@ def _resolve(tx: Any, schema: str | None, check: Callable[..., Any]) -> tuple[An
 
 _DJANGO_SQLITE_HINT = (
     "Django's SQLite backend uses the interpreter's sqlite3: keep Django's and River's tables on "
-    "PostgreSQL to insert jobs atomically with model rows (see the README's Django section)."
+    "PostgreSQL to insert jobs atomically with model rows, or insert from transaction.on_commit() "
+    "(after the commit, so not atomic; see the README's Django section)."
 )
 
 

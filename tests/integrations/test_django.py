@@ -205,12 +205,31 @@ DJANGO_ON_SQLITE = textwrap.dedent(
             print("inserted with Django's sqlite3", sqlite3.sqlite_version)
     except ValidationError as exc:
         print("refused:", exc)
+
+    # What the docs offer instead: Django's rows and River's share the file, each through its own
+    # SQLite; the job is inserted once Django's transaction has committed.
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE note (id INTEGER PRIMARY KEY, body TEXT)")
+    for body, fail in (("rolled back", True), ("committed", False)):
+        try:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute("INSERT INTO note (body) VALUES (%s)", [body])
+                transaction.on_commit(lambda: client.insert(Task()))
+                if fail:
+                    raise RuntimeError(body)
+        except RuntimeError:
+            pass
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT body FROM note")
+        print("notes:", [row[0] for row in cursor.fetchall()])
+    print("jobs:", len(client.jobs.list().jobs))
     client.stop()
     """
 )
 
 
-def test_django_on_sqlite_is_refused_with_a_pointer_to_postgres_when_its_sqlite_is_too_old(
+def test_django_on_sqlite_refuses_an_old_sqlite3_and_inserts_on_commit(
     tmp_path: Path,
 ) -> None:
     import sqlite3
@@ -226,9 +245,11 @@ def test_django_on_sqlite_is_refused_with_a_pointer_to_postgres_when_its_sqlite_
     if sqlite3.sqlite_version_info < (3, 45):
         assert proc.stdout.startswith(f"refused: SQLite {sqlite3.sqlite_version} is too old")
         assert "keep Django's and River's tables on PostgreSQL" in proc.stdout
-        expected: list[JobState] = []
+        assert "or insert from transaction.on_commit()" in proc.stdout
+        expected = [JobState.AVAILABLE]  # the on_commit insert only
     else:  # a newer interpreter: Django's own connection works, in its transaction
         assert proc.stdout.startswith("inserted with Django's sqlite3")
-        expected = [JobState.AVAILABLE]
+        expected = [JobState.AVAILABLE, JobState.AVAILABLE]
+    assert "notes: ['committed']" in proc.stdout  # on_commit: the rolled-back request inserted nothing
     with Client(f"sqlite:///{path}") as client:
         assert [job.state for job in client.jobs.list().jobs] == expected
