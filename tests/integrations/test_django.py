@@ -37,6 +37,7 @@ def shop_fixture(module_pg_url: str) -> Iterator[dict[str, Any]]:
     """The example shop, set up on this module's scratch database with both sets of tables."""
     with Migrator(module_pg_url) as migrator:
         migrator.migrate_up()
+    saved = {name: os.environ.get(name) for name in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
     os.environ["DATABASE_URL"] = module_pg_url
     os.environ["DJANGO_SETTINGS_MODULE"] = "shop_project.settings"
     sys.path.insert(0, str(APP))
@@ -54,6 +55,11 @@ def shop_fixture(module_pg_url: str) -> Iterator[dict[str, Any]]:
         connections.close_all()
         jobs.inserter().stop()
         sys.path.remove(str(APP))
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @pytest.fixture(name="db")

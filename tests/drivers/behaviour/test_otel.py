@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from test_client_support import Task  # type: ignore[import-not-found]
 
+import river_sync
 from behaviour.support import fast_client, stored_metadata, wait_for
 from river_otel import METADATA_KEY, OtelMiddleware
 from river_protocol.errors import ValidationError
@@ -256,3 +257,21 @@ def test_the_sync_middleware_refuses_to_wrap_trio_calls(tel: Telemetry) -> None:
 
     with pytest.raises(ValidationError, match=r"give river_trio OtelMiddleware\.work_async"):
         tel.otel.work(Ctx(), None, trio_work)
+
+
+def test_a_job_inserted_by_one_service_continues_its_trace_in_another(
+    h: Harness, client_db_url: str, tel: Telemetry
+) -> None:
+    web = Telemetry()  # another process: its own providers and exporter, only the database shared
+    inserter = river_sync.Client(client_db_url, insert_middleware=[web.otel.insert_many])
+    try:
+        with web.tracer.start_as_current_span("web request"):
+            job_id = inserter.insert(Task("elsewhere")).job.id
+    finally:
+        inserter.stop()
+    client = fast_client(h, client_db_url, h.workers(lambda args: None, Task), **instrumented(h, tel))
+    worked(h, client, job_id)
+    insert, work = web.one("insert default"), tel.one("work task")
+    assert work.parent is not None and work.parent.is_remote
+    assert (work.parent.trace_id, work.parent.span_id) == (insert.context.trace_id, insert.context.span_id)
+    assert tel.finished("insert default") == [] and web.finished("work task") == []
