@@ -32,7 +32,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PY)
 def typecheck(session: nox.Session) -> None:
-    session.install("-e", ".[otel]", "mypy")
+    session.install("-e", ".[otel,django]", "mypy")
     session.run("mypy", "--strict", "river_protocol", "river_db", "river_sync", "river_trio", "river_tools", "river_otel")
 
 

@@ -92,9 +92,10 @@ def _resolve(tx: Any, schema: str | None, check: Callable[..., Any]) -> tuple[An
 
 
 _DJANGO_SQLITE_HINT = (
-    "Django's SQLite backend uses the interpreter's sqlite3: keep Django's and River's tables on "
-    "PostgreSQL to insert jobs atomically with model rows, or insert from transaction.on_commit() "
-    "(after the commit, so not atomic; see the README's Django section)."
+    "Django's SQLite backend uses the interpreter's sqlite3: set the database's ENGINE to "
+    "'river_db.django_sqlite' (Django's backend on sqlean-py's SQLite), or keep Django's and River's "
+    "tables on PostgreSQL, or insert from transaction.on_commit() (after the commit, so not atomic); "
+    "see the README's Django section."
 )
 
 

@@ -250,7 +250,8 @@ def test_django_on_sqlite_refuses_an_old_sqlite3_and_inserts_on_commit(
     assert proc.returncode == 0, proc.stderr
     if sqlite3.sqlite_version_info < (3, 45):
         assert proc.stdout.startswith(f"refused: SQLite {sqlite3.sqlite_version} is too old")
-        assert "keep Django's and River's tables on PostgreSQL" in proc.stdout
+        assert "set the database's ENGINE to 'river_db.django_sqlite'" in proc.stdout
+        assert "or keep Django's and River's tables on PostgreSQL" in proc.stdout
         assert "or insert from transaction.on_commit()" in proc.stdout
         expected = [JobState.AVAILABLE]  # the on_commit insert only
     else:  # a newer interpreter: Django's own connection works, in its transaction
@@ -259,3 +260,58 @@ def test_django_on_sqlite_refuses_an_old_sqlite3_and_inserts_on_commit(
     assert "notes: ['committed']" in proc.stdout  # on_commit: the rolled-back request inserted nothing
     with Client(f"sqlite:///{path}") as client:
         assert [job.state for job in client.jobs.list().jobs] == expected
+
+
+SHOP_ON_SQLITE = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, os.getcwd())
+    os.environ["DJANGO_SETTINGS_MODULE"] = "shop_project.settings"
+    import django
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.db.models.functions import Now
+    from django.test import Client
+
+    import shop_worker
+    from shop.models import Order
+    from river_sync import EventKind
+
+    call_command("migrate", verbosity=0)
+    print("backend:", type(connection.connection).__module__, connection.Database.sqlite_version)
+    web = Client(raise_request_exception=False)
+    print("rolled back:", web.post("/orders/", {"item": "x", "fail_after_enqueue": "1"}).status_code)
+    print("committed:", web.post("/orders/", {"item": "lamp"}).json())
+    print("now is a", type(Order.objects.annotate(now=Now()).get().now).__name__)
+    client = shop_worker.make_client()
+    with client.subscribe([EventKind.JOB_COMPLETED, EventKind.JOB_FAILED]) as sub, client:
+        event = sub.get(timeout=30)
+    print("event:", event.kind.value, event.job.id)
+    print("orders:", list(Order.objects.values_list("item", "receipts_sent")))
+    from shop.jobs import inserter
+    print("jobs:", [(j.id, j.args, j.state.value, j.attempt) for j in inserter().jobs.list().jobs])
+    """
+)
+
+
+def test_the_example_shop_on_sqlite_through_the_sqlean_backend(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/shop.sqlite3"
+    with Migrator(url) as migrator:
+        migrator.migrate_up()
+    proc = subprocess.run(
+        [sys.executable, "-c", SHOP_ON_SQLITE], cwd=APP, capture_output=True, text=True, timeout=WAIT,
+        env={**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("backend: sqlean")
+    assert tuple(int(n) for n in lines[0].split()[-1].split(".")) >= (3, 45)
+    assert lines[1:] == [
+        "rolled back: 500",
+        "committed: {'order': 1, 'job': 1}",  # the rolled-back order and job used no ids
+        "now is a datetime",
+        "event: job_completed 1",
+        "orders: [('lamp', 1)]",
+        "jobs: [(1, {'order_id': 1}, 'completed', 1)]",
+    ]
