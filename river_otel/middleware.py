@@ -83,7 +83,7 @@ class OtelMiddleware:
 
     def work(self, ctx: Any, args: Any, call_next: Callable[[Any, Any], Any]) -> Any:
         """``river_sync.Client(middleware=[otel.work])``."""
-        with self._working(ctx.job) as finish:
+        with self._working(ctx) as finish:
             result = call_next(ctx, args)
             _refuse_awaitable(result, "work", "work_async")
             finish(result)
@@ -102,7 +102,7 @@ class OtelMiddleware:
 
     async def work_async(self, ctx: Any, args: Any, call_next: Callable[[Any, Any], Awaitable[Any]]) -> Any:
         """``river_trio.Client(middleware=[otel.work_async])``."""
-        with self._working(ctx.job) as finish:
+        with self._working(ctx) as finish:
             result = await call_next(ctx, args)
             finish(result)
             return result
@@ -176,7 +176,8 @@ class OtelMiddleware:
             self.insert_count.add(n, _metric_attributes(kind, queue, "river.insert.outcome", outcome))
 
     @contextmanager
-    def _working(self, job: JobRow) -> Iterator[Callable[[Any], None]]:
+    def _working(self, ctx: Any) -> Iterator[Callable[[Any], None]]:
+        job: JobRow = ctx.job
         parent = self._parent_of(job)
         attributes: dict[str, Any] = {
             "messaging.system": SYSTEM,
@@ -199,13 +200,13 @@ class OtelMiddleware:
         outcome = "error"
         try:
             yield done.append
-            outcome = outcome_label(job, done[0] if done else None, None)
+            outcome = outcome_label(job, done[0] if done else None, None, cancel_cause=ctx.cancel_cause)
             if outcome in _ERROR_OUTCOMES:  # a returned JobCancel/JobDiscard
                 span.set_status(Status(StatusCode.ERROR, f"job {outcome}"))
             elif outcome == "completed":
                 span.set_status(Status(StatusCode.OK))
         except BaseException as exc:
-            outcome = outcome_label(job, None, exc)
+            outcome = outcome_label(job, None, exc, cancel_cause=ctx.cancel_cause)
             if outcome in _ERROR_OUTCOMES:
                 _record_error(span, exc)
             raise

@@ -24,7 +24,7 @@ from river_protocol.errors import ValidationError
 from river_protocol.intents import InsertJobs, InsertParams
 from river_protocol.job import JobRow
 from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Interrupted, Outcome, Snooze
-from river_protocol.work import outcome_from_result
+from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result
 
 # What an insert middleware must leave alone: the plan was computed from them.
 _PLANNED_FIELDS = ("kind", "encoded_args", "queue", "state", "scheduled_at", "unique_key", "unique_states")
@@ -74,12 +74,23 @@ def replace_insert_jobs(insert: InsertJobs, jobs: Sequence[InsertParams]) -> Ins
     return dataclasses.replace(insert, jobs=jobs)
 
 
-def outcome_label(job: JobRow, result: Any = None, error: BaseException | None = None) -> str:
+def outcome_label(
+    job: JobRow,
+    result: Any = None,
+    error: BaseException | None = None,
+    *,
+    cancel_cause: CancelCause | None = None,
+) -> str:
     """``completed``, ``error``, ``snooze``, ``cancel``, ``discard`` or ``interrupted`` for a run.
 
     A failure on the job's last attempt is ``discard``: that is what the row becomes.
+    ``cancel_cause`` is the run's token cause: with it, an exception that is not an
+    ``Exception`` (trio's ``Cancelled`` unwinding a cancelled run) is the run giving up
+    for that cause, as the clients record it.
     """
-    outcome: Outcome = outcome_from_result(result, error)
+    if error is not None and cancel_cause is not None and not isinstance(error, Exception):
+        error = WorkCancelled(cancel_cause)
+    outcome: Outcome = outcome_from_result(result, error, cancel_cause=cancel_cause)
     match outcome:
         case Completed():
             return "completed"

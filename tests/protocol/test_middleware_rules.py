@@ -86,3 +86,12 @@ def test_outcome_label_names_what_the_run_records(
 def test_a_failure_on_the_last_attempt_is_a_discard() -> None:
     assert outcome_label(job(attempt=3, max_attempts=3), None, ValueError("boom")) == "discard"
     assert outcome_label(job(attempt=2, max_attempts=3), None, ValueError("boom")) == "error"
+
+
+def test_a_cancelled_runs_unwinding_is_labelled_by_the_tokens_cause() -> None:
+    class Cancelled(BaseException):  # what trio raises through a cancelled run's scope
+        pass
+
+    assert outcome_label(job(), None, Cancelled(), cancel_cause=CancelCause.STOP) == "interrupted"
+    assert outcome_label(job(), None, Cancelled(), cancel_cause=CancelCause.TIMEOUT) == "error"
+    assert outcome_label(job(), None, Cancelled()) == "error"  # no cause: an ordinary failure

@@ -19,7 +19,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from test_client_support import Task  # type: ignore[import-not-found]
 
 import river_sync
-from behaviour.support import fast_client, stored_metadata, wait_for
+from behaviour.support import fast_client, stored_metadata, wait_for, wait_for_all
 from river_otel import METADATA_KEY, OtelMiddleware
 from river_protocol.errors import ValidationError
 from river_protocol.job import JobRow
@@ -163,8 +163,7 @@ def test_a_failing_job_has_an_error_status_with_the_exception_recorded(
         (retried, last) = insert_under_span(
             h, tel, client, Task("this"), InsertManyParams(Task("that"), InsertOpts(max_attempts=1))
         )
-        wait_for(sub, retried.job.id)
-        wait_for(sub, last.job.id)
+        wait_for_all(sub, [retried.job.id, last.job.id])  # in either order
     by_id = {s.attributes["river.job.id"]: s for s in tel.finished("work task") if s.attributes}
     for result, outcome in ((retried, "error"), (last, "discard")):
         span = by_id[result.job.id]
@@ -254,6 +253,7 @@ def test_the_sync_middleware_refuses_to_wrap_trio_calls(tel: Telemetry) -> None:
 
     class Ctx:
         job = JobRow(id=1, kind="task", encoded_args=b"{}", state=JobState.RUNNING, attempt=1)
+        cancel_cause = None
 
     with pytest.raises(ValidationError, match=r"give river_trio OtelMiddleware\.work_async"):
         tel.otel.work(Ctx(), None, trio_work)
@@ -275,3 +275,18 @@ def test_a_job_inserted_by_one_service_continues_its_trace_in_another(
     assert work.parent is not None and work.parent.is_remote
     assert (work.parent.trace_id, work.parent.span_id) == (insert.context.trace_id, insert.context.span_id)
     assert tel.finished("insert default") == [] and web.finished("work task") == []
+
+
+def test_a_run_cut_short_by_a_hard_stop_is_interrupted_not_an_error(
+    h: Harness, client_db_url: str, tel: Telemetry
+) -> None:
+    entered = threading.Event()
+    worker = h.workers(h.cancellable_worker(entered), Task)  # trio: Cancelled unwinds the middleware
+    client = fast_client(h, client_db_url, worker, **instrumented(h, tel))
+    client.start()
+    client.insert(Task("long"))
+    assert entered.wait(15)
+    client.stop_and_cancel()
+    span = tel.one("work task")
+    assert span.attributes is not None and span.attributes["river.job.outcome"] == "interrupted"
+    assert span.status.status_code is StatusCode.UNSET and span.events == ()
