@@ -10,7 +10,12 @@
   back together with the caller's Core/ORM work (pending ORM objects are not
   flushed for you; that is not needed for atomicity);
 - a ``sqlite3``-style connection (stdlib ``sqlite3`` when it is >= 3.45, or
-  ``sqlean``).
+  ``sqlean``);
+- a Django database connection (``django.db.connection`` or
+  ``connections[alias]``) inside ``transaction.atomic()``: statements go to its
+  psycopg connection, so they commit or roll back with the atomic block (and a
+  nested block's savepoint). ``unwrap_django`` does that in the caller's thread,
+  where Django's thread-local connection lives.
 
 Requests run directly inside the caller's transaction, without savepoints: when
 one fails, the transaction is in an unknown state (on Postgres it is aborted)
@@ -22,6 +27,7 @@ and the caller must roll it back. Nothing here commits or rolls back.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +66,7 @@ def resolve_caller_tx(
 
 
 def _resolve(tx: Any, schema: str | None, check: Callable[..., Any]) -> tuple[Any, Dialect]:
+    tx = unwrap_django(tx)
     sa_conn = sqlalchemy_connection(tx)
     if sa_conn is not None:
         kind = sqlalchemy_kind(sa_conn.engine)
@@ -76,11 +83,58 @@ def _resolve(tx: Any, schema: str | None, check: Callable[..., Any]) -> tuple[An
         return check(tx, sqlalchemy_owned=False), SQLiteDialect(schema)
     raise ValidationError(
         f"cannot run inside a transaction of type {type(tx).__module__}.{type(tx).__qualname__}: pass a "
-        "psycopg Connection, a SQLAlchemy Connection or Session, or a sqlite3/sqlean connection"
+        "psycopg Connection, a SQLAlchemy Connection or Session, a sqlite3/sqlean connection, or a "
+        "Django connection inside transaction.atomic()"
     )
 
 
 # ---------------------------------------------------------------- detection
+
+
+_DJANGO_SQLITE_HINT = (
+    "Django's SQLite backend uses the interpreter's sqlite3: set the database's ENGINE to "
+    "'river_db.django_sqlite' (Django's backend on sqlean-py's SQLite), or keep Django's and River's "
+    "tables on PostgreSQL, or insert from transaction.on_commit() (after the commit, so not atomic); "
+    "see the README's Django section."
+)
+
+
+def _is_django(obj: Any) -> bool:
+    if type(obj).__module__.startswith("django."):
+        return True
+    # A custom backend's wrapper lives in the user's module; Django is loaded by then.
+    base = sys.modules.get("django.db.backends.base.base")
+    return base is not None and isinstance(obj, base.BaseDatabaseWrapper)
+
+
+def unwrap_django(tx: Any) -> Any:
+    """The DB-API connection of a Django connection inside ``transaction.atomic()``; other ``tx`` as is.
+
+    Must run in the thread that uses ``tx``: Django's connections are per thread.
+    """
+    if not _is_django(tx):
+        return tx
+    if not hasattr(tx, "in_atomic_block"):
+        raise ValidationError(
+            f"cannot use Django {type(tx).__qualname__} as a transaction: pass django.db.connection "
+            "(or connections[alias]) inside transaction.atomic()"
+        )
+    if tx.get_autocommit():
+        raise ValidationError(
+            "the Django connection is in autocommit mode: insert inside `with transaction.atomic():` "
+            "so the job commits or rolls back with your model rows"
+        )
+    if tx.needs_rollback:
+        raise ValidationError(
+            "the Django atomic block is marked for rollback by an earlier error: nothing more can run in it"
+        )
+    tx.ensure_connection()
+    conn = tx.connection
+    if tx.vendor == "sqlite":
+        check_sqlite_version(conn, hint=_DJANGO_SQLITE_HINT)
+    elif tx.vendor != "postgresql":
+        raise ValidationError(f"River runs on PostgreSQL or SQLite, not on Django's {tx.vendor} backend")
+    return conn
 
 
 def _is_psycopg(obj: Any) -> bool:

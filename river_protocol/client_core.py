@@ -69,6 +69,7 @@ from river_protocol.machines.producer import (
     QueueEventKind,
 )
 from river_protocol.machines.throttle import InsertNotifyThrottle
+from river_protocol.middleware import replace_insert_jobs
 from river_protocol.options import (
     InsertOpts,
     resolve_insert_params,
@@ -319,6 +320,10 @@ class InsertPlan:
     @property
     def intents(self) -> tuple[Intent, ...]:
         return (self.insert,) if self.notify is None else (self.insert, self.notify)
+
+    def with_jobs(self, jobs: Sequence[InsertParams]) -> InsertPlan:
+        """This plan with the rows insert middleware passed on (checked by ``replace_insert_jobs``)."""
+        return dataclasses.replace(self, insert=replace_insert_jobs(self.insert, jobs))
 
 
 @dataclass(frozen=True, slots=True)

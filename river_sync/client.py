@@ -47,6 +47,7 @@ from river_protocol.client_core import (
     ClientCore,
     EventKind,
     InsertManyParams,
+    InsertPlan,
     JobPlan,
     LeaderElectionConfig,
     MaintenanceConfig,
@@ -55,7 +56,7 @@ from river_protocol.client_core import (
 )
 from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import GetQueue, InsertResult
+from river_protocol.intents import GetQueue, InsertParams, InsertResult
 from river_protocol.leadership import PeriodicJob
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.base import Stop
@@ -82,6 +83,8 @@ log = logging.getLogger(__name__)
 
 ErrorHandler = Callable[[Any, BaseException], Any]
 Middleware = Callable[[WorkContext, Any, Callable[[WorkContext, Any], Any]], Any]
+InsertNext = Callable[[Sequence[InsertParams]], list[InsertResult]]
+InsertMiddleware = Callable[[Sequence[InsertParams], InsertNext], list[InsertResult]]
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)
@@ -242,7 +245,10 @@ class Client:
     ``JobCancel`` or ``JobDiscard`` (or returning one, or a ``WorkOutcome``)
     requests that outcome; any other exception is retried per the retry
     policy. ``error_handler(job, exc)`` may return True to cancel the job
-    instead. ``middleware`` entries are ``mw(ctx, args, call_next)``.
+    instead. ``middleware`` entries are ``mw(ctx, args, call_next)``;
+    ``insert_middleware`` entries are ``mw(params, call_next)`` around each
+    insert, ``params`` being the rows' ``InsertParams`` (see
+    ``river_protocol.middleware`` for what they may change).
     """
 
     def __init__(
@@ -260,6 +266,7 @@ class Client:
         maintenance: MaintenanceConfig | None = None,
         error_handler: ErrorHandler | None = None,
         middleware: Sequence[Middleware] = (),
+        insert_middleware: Sequence[InsertMiddleware] = (),
         notifications: bool = True,
         retry_policy: RetryPolicy | None = None,
         schema: str | None = None,
@@ -300,6 +307,7 @@ class Client:
         self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
         self._error_handler = error_handler
         self._middleware = (resumable_middleware, *middleware)  # River's resumable steps: outermost
+        self._insert_middleware = tuple(insert_middleware)
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
         self._lock = threading.Lock()  # the core, the run table, lifecycle state
@@ -361,6 +369,20 @@ class Client:
     def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
         with self._lock:
             plan = self._core.plan_insert(items, utcnow())
+        if self._insert_middleware:
+            return self._insert_through_middleware(plan, tx)
+        return self._insert_plan(plan, tx)
+
+    def _insert_through_middleware(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
+        def innermost(jobs: Sequence[InsertParams]) -> list[InsertResult]:
+            return self._insert_plan(plan.with_jobs(jobs), tx)
+
+        call: InsertNext = innermost
+        for mw in reversed(self._insert_middleware):
+            call = (lambda m, nxt: lambda jobs: m(jobs, nxt))(mw, call)
+        return list(call(plan.insert.jobs))
+
+    def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if tx is not None:
             from river_db.caller_tx import executor_for_caller_tx
 

@@ -27,7 +27,9 @@ without consuming an attempt), outcomes are flushed and the leader resigns.
 
 Async workers run inside a cancel scope (see ``river_trio.context``); sync
 workers run in threads and are cooperative only. Middleware entries are
-``async def mw(ctx, args, call_next)`` with ``await call_next(ctx, args)``.
+``async def mw(ctx, args, call_next)`` with ``await call_next(ctx, args)``;
+insert middleware entries are ``async def mw(params, call_next)`` around each
+insert, with ``await call_next(params)`` (see ``river_protocol.middleware``).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from river_protocol.client_core import (
     ClientCore,
     EventKind,
     InsertManyParams,
+    InsertPlan,
     JobPlan,
     LeaderElectionConfig,
     MaintenanceConfig,
@@ -70,7 +73,7 @@ from river_protocol.client_core import (
 )
 from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import GetQueue, InsertResult
+from river_protocol.intents import GetQueue, InsertParams, InsertResult
 from river_protocol.leadership import PeriodicJob
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.base import Stop
@@ -97,6 +100,8 @@ log = logging.getLogger(__name__)
 ErrorHandler = Callable[[Any, BaseException], Any]
 CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
 Middleware = Callable[[WorkContext, Any, CallNext], Awaitable[Any]]
+InsertNext = Callable[[Sequence[InsertParams]], Awaitable[list[InsertResult]]]
+InsertMiddleware = Callable[[Sequence[InsertParams], InsertNext], Awaitable[list[InsertResult]]]
 
 CANCEL_GRACE = 10.0  # seconds a cancelled run() may spend on its hard stop
 
@@ -213,6 +218,7 @@ class Client:
         maintenance: MaintenanceConfig | None = None,
         error_handler: ErrorHandler | None = None,
         middleware: Sequence[Middleware] = (),
+        insert_middleware: Sequence[InsertMiddleware] = (),
         notifications: bool = True,
         retry_policy: RetryPolicy | None = None,
         schema: str | None = None,
@@ -258,6 +264,7 @@ class Client:
         self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
         self._error_handler = error_handler
         self._middleware: tuple[Middleware, ...] = (resumable_middleware, *middleware)
+        self._insert_middleware = tuple(insert_middleware)
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
         self._events = EventHub()
@@ -351,6 +358,20 @@ class Client:
 
     async def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
         plan = self._core.plan_insert(items, utcnow())
+        if self._insert_middleware:
+            return await self._insert_through_middleware(plan, tx)
+        return await self._insert_plan(plan, tx)
+
+    async def _insert_through_middleware(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
+        async def innermost(jobs: Sequence[InsertParams]) -> list[InsertResult]:
+            return await self._insert_plan(plan.with_jobs(jobs), tx)
+
+        call: InsertNext = innermost
+        for mw in reversed(self._insert_middleware):
+            call = (lambda m, nxt: lambda jobs: m(jobs, nxt))(mw, call)
+        return list(await call(plan.insert.jobs))
+
+    async def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if tx is not None:
             from river_trio.txadapt import executor_for_caller_tx
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from river_db.caller_tx import checked_sqlite, resolve_caller_tx
+from river_db.caller_tx import checked_sqlite, resolve_caller_tx, unwrap_django
 from river_protocol.errors import ValidationError
 from river_trio.database import run_blocking
 from river_trio.executor import AsyncExecutor
@@ -34,6 +34,7 @@ async def executor_for_caller_tx(
     """An async executor whose statements run in ``tx``'s open transaction; ``expect`` is the
     client's dialect name, which ``tx`` must share."""
     _refuse_asyncio(tx)
+    tx = unwrap_django(tx)  # Django's connection is per thread: this one's, not the worker thread's
     # SQLAlchemy may check a connection out of its pool and begin: a worker thread's job.
     conn, dialect = await run_blocking(
         lambda: resolve_caller_tx(tx, schema, check_sqlite=_sqlite, expect=expect)

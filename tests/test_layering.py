@@ -3,6 +3,8 @@
 - ``river_protocol`` imports no other package of ours (its purity is tests/protocol/test_purity.py);
 - ``river_db``, the neutral layer, imports neither driver nor the tools;
 - ``river_sync`` and ``river_trio`` import each other never, and the tools never;
+- ``river_otel`` (the OpenTelemetry middleware) imports neither driver nor the tools, and at run
+  time needs only ``opentelemetry-api`` of OpenTelemetry;
 - ``river_tools`` may import anything.
 
 Checked twice: statically over every import statement (also inside functions and
@@ -21,13 +23,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("river_protocol", "river_db", "river_sync", "river_trio", "river_tools", "conformance")
+OURS = ("river_protocol", "river_db", "river_sync", "river_trio", "river_tools", "river_otel", "conformance")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "river_protocol": ("river_db", "river_sync", "river_trio", "river_tools", "conformance"),
-    "river_db": ("river_sync", "river_trio", "river_tools"),
-    "river_sync": ("river_trio", "river_tools"),
-    "river_trio": ("river_sync", "river_tools"),
+    "river_protocol": ("river_db", "river_sync", "river_trio", "river_tools", "river_otel", "conformance"),
+    "river_db": ("river_sync", "river_trio", "river_tools", "river_otel"),
+    "river_sync": ("river_trio", "river_tools", "river_otel"),
+    "river_trio": ("river_sync", "river_tools", "river_otel"),
+    "river_otel": ("river_sync", "river_trio", "river_tools", "conformance"),
 }
 
 
@@ -102,7 +105,7 @@ LOADED = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("package", ["river_db", "river_sync", "river_trio"])
+@pytest.mark.parametrize("package", ["river_db", "river_sync", "river_trio", "river_otel"])
 def test_importing_a_package_loads_nothing_it_must_not_use(package: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", LOADED, package, *FORBIDDEN[package]],
@@ -116,4 +119,12 @@ def test_import_river_trio_loads_no_threaded_client_module() -> None:
     code = "import river_trio, sys; print(sorted(m for m in sys.modules if m.startswith('river_sync')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                             check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_river_otel_needs_only_the_opentelemetry_api() -> None:
+    code = "import river_otel, sys; print([m for m in sys.modules if m.startswith('opentelemetry.sdk')])"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    )
     assert result.stdout.strip() == "[]"

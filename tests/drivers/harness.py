@@ -111,6 +111,13 @@ class SyncHarness:
 
         return mw
 
+    def insert_middleware(self, change: Callable[[Any], Any]) -> Callable[..., Any]:
+        """Insert middleware passing ``change(params)`` on, in the driver's own style."""
+        def mw(params: Any, call_next: Any) -> Any:
+            return call_next(change(params))
+
+        return mw
+
     def transaction(self, client: Any) -> contextlib.AbstractContextManager[Any]:
         return river_sync.transaction(client)
 
@@ -254,6 +261,13 @@ class TrioHarness:
                 return await call_next(ctx, args)
             finally:
                 after()
+
+        return mw
+
+    def insert_middleware(self, change: Callable[[Any], Any]) -> Callable[..., Any]:
+        async def mw(params: Any, call_next: Any) -> Any:
+            await trio.lowlevel.checkpoint()
+            return await call_next(change(params))
 
         return mw
 

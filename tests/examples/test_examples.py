@@ -69,6 +69,18 @@ POSTGRES_ONLY = {
                       "river_job tables in schemas: ['billing_river']"],
 }
 
+# River's OpenTelemetry middleware: each request's trace runs through the insert into the job.
+EXPECTED["otel_tracing"] = [
+    "job 1 carries river_py:otel: traceparent 00-", "job 2 carries river_py:otel: traceparent 00-",
+    "POST /orders/1 [internal, UNSET]", "insert default [producer, OK]",
+    "work charge_card [consumer, OK] outcome=completed", "call the payment provider [internal, UNSET]",
+    "POST /orders/2 [internal, UNSET]", "insert default [producer, OK]",
+    "work charge_card [consumer, ERROR] outcome=cancel", "call the payment provider [internal, ERROR]",
+    "river.insert.count kind=charge_card outcome=inserted: 2",
+    "river.work.count kind=charge_card outcome=cancel: 1",
+    "river.work.count kind=charge_card outcome=completed: 1",
+]
+
 # The trio client: the timeout cancels the job's scope; the soft stop waits for a running job.
 EXPECTED["trio_worker"] = [
     "page huge: cancelled by its 1 s timeout", "stopping the client (soft stop) while the digest job runs",

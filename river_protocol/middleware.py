@@ -1,0 +1,107 @@
+"""What insert and work middleware may see and change, for both drivers.
+
+Insert middleware wraps one ``insert``/``insert_many`` call (River Go's
+``JobInsertMiddleware.InsertMany``): it receives the resolved rows as
+``InsertParams`` and passes them, changed or not, to ``call_next``. By then the
+unique key, the insert notification and the queues to poke are already
+planned, so a middleware may change metadata, tags and priority but not what
+those were computed from; ``replace_insert_jobs`` refuses such a change rather
+than insert rows whose notification or uniqueness is wrong.
+
+Work middleware sees a run's result or exception; ``outcome_label`` names the
+outcome that result will be recorded as, so telemetry reports what the
+completer will write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from river_protocol.errors import ValidationError
+from river_protocol.intents import InsertJobs, InsertParams
+from river_protocol.job import JobRow
+from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Interrupted, Outcome, Snooze
+from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result
+
+# What an insert middleware must leave alone: the plan was computed from them.
+_PLANNED_FIELDS = ("kind", "encoded_args", "queue", "state", "scheduled_at", "unique_key", "unique_states")
+
+
+def metadata_of(params: InsertParams) -> dict[str, Any]:
+    """The row's metadata as a dict."""
+    decoded = json.loads(params.metadata)
+    assert isinstance(decoded, dict)  # encode_metadata only lets JSON objects through
+    return decoded
+
+
+def with_metadata(params: InsertParams, updates: Mapping[str, Any]) -> InsertParams:
+    """``params`` with ``updates`` set as top-level metadata keys (an existing key is replaced)."""
+    if not isinstance(updates, Mapping):
+        raise ValidationError(f"metadata updates must be a mapping, got {type(updates).__name__}")
+    if not updates:
+        return params
+    from river_protocol.options import encode_metadata
+
+    merged = metadata_of(params)
+    merged.update(updates)
+    return dataclasses.replace(params, metadata=encode_metadata(merged))
+
+
+def replace_insert_jobs(insert: InsertJobs, jobs: Sequence[InsertParams]) -> InsertJobs:
+    """The planned insert with the rows an insert middleware passed on, checked against the plan."""
+    jobs = tuple(jobs)
+    if len(jobs) != len(insert.jobs):
+        raise ValidationError(
+            f"insert middleware passed on {len(jobs)} jobs for an insert of {len(insert.jobs)}: "
+            "it may change rows but not add or drop them"
+        )
+    for index, (before, after) in enumerate(zip(insert.jobs, jobs, strict=True)):
+        if after is before:
+            continue
+        if not isinstance(after, InsertParams):
+            raise ValidationError(
+                f"insert middleware passed on a {type(after).__name__} as job {index}; expected InsertParams"
+            )
+        for name in _PLANNED_FIELDS:
+            if getattr(after, name) != getattr(before, name):
+                raise ValidationError(
+                    f"insert middleware changed {name} of job {index}: the insert was planned from it "
+                    "(notification, uniqueness); set it in InsertOpts instead"
+                )
+    return dataclasses.replace(insert, jobs=jobs)
+
+
+def outcome_label(
+    job: JobRow,
+    result: Any = None,
+    error: BaseException | None = None,
+    *,
+    cancel_cause: CancelCause | None = None,
+) -> str:
+    """``completed``, ``error``, ``snooze``, ``cancel``, ``discard`` or ``interrupted`` for a run.
+
+    A failure on the job's last attempt is ``discard``: that is what the row becomes.
+    ``cancel_cause`` is the run's token cause: with it, an exception that is not an
+    ``Exception`` (trio's ``Cancelled`` unwinding a cancelled run) is the run giving up
+    for that cause, as the clients record it.
+    """
+    if error is not None and cancel_cause is not None and not isinstance(error, Exception):
+        error = WorkCancelled(cancel_cause)
+    outcome: Outcome = outcome_from_result(result, error, cancel_cause=cancel_cause)
+    match outcome:
+        case Completed():
+            return "completed"
+        case Snooze():
+            return "snooze"
+        case Cancel():
+            return "cancel"
+        case Discard():
+            return "discard"
+        case Interrupted():
+            return "interrupted"
+        case Failed():
+            return "discard" if job.attempt >= job.max_attempts else "error"
+    raise AssertionError(outcome)  # pragma: no cover - Outcome is a closed union
