@@ -212,24 +212,17 @@ class _JobThreads:
         self._idle = 0
         self._count = 0
 
-    def submit(self, runs: Sequence[Any]) -> None:
-        """Hand ``runs`` to idle threads, starting a thread whenever none is idle.
-
-        Decided run by run, not for the batch up front: a thread started for one run is
-        often idle again (no-op jobs) by the next, and counting them all at once would
-        start a thread per run of a big claim (2,000 at 2,000 workers, +35 MB peak RSS).
-        """
-        for run in runs:
-            with self._lock:
-                spawn = self._idle == 0
-                if spawn:
-                    self._count += 1
-                    name = f"river-job-thread-{self._count}"
-                else:
-                    self._idle -= 1
-            self._jobs.put(run)
+    def submit(self, run: Any) -> None:
+        with self._lock:
+            spawn = self._idle == 0
             if spawn:
-                threading.Thread(target=self._loop, name=name, daemon=True).start()
+                self._count += 1
+                name = f"river-job-thread-{self._count}"
+            else:
+                self._idle -= 1
+        self._jobs.put(run)
+        if spawn:
+            threading.Thread(target=self._loop, name=name, daemon=True).start()
 
     def _loop(self) -> None:
         while True:
@@ -581,8 +574,8 @@ class Client:
         return lambda out: self._on_producer_output(queue, out)
 
     def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
-        if out.start_jobs:
-            self._start_jobs(queue, out.start_jobs)
+        for job in out.start_jobs:
+            self._start_job(queue, job)
         if out.cancel_job_ids:
             with self._lock:
                 runs = [self._runs[i] for i in out.cancel_job_ids if i in self._runs]
@@ -599,32 +592,21 @@ class Client:
 
     # ---------------------------------------------------------------- running jobs
 
-    def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
-        """Plan and register a claim's jobs under one lock, then hand them to job threads at once."""
-        runs: list[_Run] = []
-        watchdog = self._watchdog
+    def _start_job(self, queue: str, job: Any) -> None:
         with self._lock:
-            started_at, clock = utcnow(), time.monotonic()  # one claim, one start time
-            for job in jobs:
-                plan = self._core.plan_job(job)
-                run = _Run(queue, plan, CancellationToken(), started_at)
-                self._runs[job.id] = run
-                if plan.immediate is None and plan.timeout is not None and watchdog is not None:
-                    run.deadline_slot = watchdog.add(run, clock + plan.timeout.total_seconds(),
-                                                     self._on_timeout)
-                runs.append(run)
+            plan = self._core.plan_job(job)
+            run = _Run(queue, plan, CancellationToken(), utcnow())
+            self._runs[job.id] = run
             hard = self._hard_stop
+            if plan.immediate is None and plan.timeout is not None and self._watchdog is not None:
+                run.deadline_slot = self._watchdog.add(
+                    run, time.monotonic() + plan.timeout.total_seconds(), self._on_timeout)
         if hard:
-            for run in runs:
-                run.token.cancel(CancelCause.STOP)
-        working = []
-        for run in runs:
-            if run.plan.immediate is not None:
-                self._finish_run(run, run.plan.immediate, metadata={})
-            else:
-                working.append(run)
-        if working:
-            self._job_threads.submit(working)
+            run.token.cancel(CancelCause.STOP)
+        if plan.immediate is not None:
+            self._finish_run(run, plan.immediate, metadata={})
+            return
+        self._job_threads.submit(run)
 
     def _on_timeout(self, run: _Run) -> None:
         with self._lock:
