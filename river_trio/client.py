@@ -39,6 +39,7 @@ import math
 import random
 import socket
 import traceback
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -163,6 +164,46 @@ class _Deadlines:
                         action(run)
                     except Exception:
                         log.exception("river: a deadline action failed")
+
+
+# ---------------------------------------------------------------- job tasks
+
+
+class _JobTasks:
+    """Long-lived job tasks: a run goes to an idle task; a new task starts only when none is idle.
+
+    Spawning a task per job (a coroutine, a Task, a context copy, then the
+    nursery's bookkeeping when it exits) was a tenth of a no-op job's cost; an
+    idle task is woken through a ParkingLot instead. Tasks live in the client's
+    nursery and end with it.
+    """
+
+    def __init__(self, work: Callable[[Any], Awaitable[None]]) -> None:
+        self._work = work
+        self._runs: deque[Any] = deque()
+        self._lot = trio.lowlevel.ParkingLot()
+        self._idle = 0
+        self._count = 0
+
+    def submit(self, nursery: trio.Nursery, run: Any) -> None:
+        self._runs.append(run)
+        if self._idle:
+            self._idle -= 1
+            self._lot.unpark()
+        else:
+            self._count += 1
+            nursery.start_soon(self._loop, name=f"river-job-task-{self._count}")
+
+    async def _loop(self) -> None:
+        while True:
+            while not self._runs:  # another task may have taken the run we were woken for
+                self._idle += 1
+                await self._lot.park()
+            await self._work(self._runs.popleft())
+            if self._runs:
+                # A worker that never checkpoints would otherwise let this task run the whole
+                # queue in one go and hold up every other task (a task per job yielded here).
+                await trio.lowlevel.cancel_shielded_checkpoint()
 
 
 # ---------------------------------------------------------------- database argument
@@ -334,6 +375,7 @@ class Client:
         self._stopped = trio.Event()  # run() has returned
         self._runtime_exited = False
         self._deadlines = _Deadlines()
+        self._job_tasks = _JobTasks(self._work)
         self._stats = ClientStats()
         self._open_lock = trio.Lock()
         self._cm_nursery: Any = None
@@ -667,7 +709,7 @@ class Client:
             self._finish_run(run, plan.immediate, metadata={})
             return
         assert self._nursery is not None
-        self._nursery.start_soon(self._work, run, name=f"river-job-{job.id}")
+        self._job_tasks.submit(self._nursery, run)
 
     def _call_chain(self, run: _Run) -> CallNext:
         worker = run.plan.worker
