@@ -39,7 +39,6 @@ import math
 import random
 import socket
 import traceback
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -166,46 +165,6 @@ class _Deadlines:
                         log.exception("river: a deadline action failed")
 
 
-# ---------------------------------------------------------------- job tasks
-
-
-class _JobTasks:
-    """Long-lived job tasks: a run goes to an idle task; a new task starts only when none is idle.
-
-    Spawning a task per job (a coroutine, a Task, a context copy, then the
-    nursery's bookkeeping when it exits) was a tenth of a no-op job's cost; an
-    idle task is woken through a ParkingLot instead. Tasks live in the client's
-    nursery and end with it.
-    """
-
-    def __init__(self, work: Callable[[Any], Awaitable[None]]) -> None:
-        self._work = work
-        self._runs: deque[Any] = deque()
-        self._lot = trio.lowlevel.ParkingLot()
-        self._idle = 0
-        self._count = 0
-
-    def submit(self, nursery: trio.Nursery, run: Any) -> None:
-        self._runs.append(run)
-        if self._idle:
-            self._idle -= 1
-            self._lot.unpark()
-        else:
-            self._count += 1
-            nursery.start_soon(self._loop, name=f"river-job-task-{self._count}")
-
-    async def _loop(self) -> None:
-        while True:
-            while not self._runs:  # another task may have taken the run we were woken for
-                self._idle += 1
-                await self._lot.park()
-            await self._work(self._runs.popleft())
-            if self._runs:
-                # A worker that never checkpoints would otherwise let this task run the whole
-                # queue in one go and hold up every other task (a task per job yielded here).
-                await trio.lowlevel.cancel_shielded_checkpoint()
-
-
 # ---------------------------------------------------------------- database argument
 
 
@@ -252,7 +211,7 @@ def is_async_worker(entry: WorkerEntry) -> bool:
 
 
 async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
+    if value is not None and inspect.isawaitable(value):  # None first: most jobs return it
         return await value
     return value
 
@@ -375,7 +334,7 @@ class Client:
         self._stopped = trio.Event()  # run() has returned
         self._runtime_exited = False
         self._deadlines = _Deadlines()
-        self._job_tasks = _JobTasks(self._work)
+        self._chains: dict[int, tuple[WorkerEntry, CallNext | None]] = {}
         self._stats = ClientStats()
         self._open_lock = trio.Lock()
         self._cm_nursery: Any = None
@@ -709,21 +668,36 @@ class Client:
             self._finish_run(run, plan.immediate, metadata={})
             return
         assert self._nursery is not None
-        self._job_tasks.submit(self._nursery, run)
+        self._nursery.start_soon(self._work, run, name=f"river-job-{job.id}")
+
+    def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
+        """The middleware chain around an async worker, built once per worker; None for a sync one."""
+        cached = self._chains.get(id(worker))
+        if cached is not None and cached[0] is worker:
+            return cached[1]
+        chain: CallNext | None = None
+        if is_async_worker(worker):
+            async def call(ctx: WorkContext, args: Any) -> Any:
+                return await _maybe_await(worker.call(ctx, args))
+
+            chain = self._wrap(call)
+        self._chains[id(worker)] = (worker, chain)
+        return chain
 
     def _call_chain(self, run: _Run) -> CallNext:
         worker = run.plan.worker
         assert worker is not None
+        chain = self._async_chain(worker)
+        if chain is not None:
+            return chain
 
-        call: CallNext
-        if is_async_worker(worker):
-            async def call(ctx: WorkContext, args: Any) -> Any:
-                return await _maybe_await(worker.call(ctx, args))
-        else:
-            async def call(ctx: WorkContext, args: Any) -> Any:
-                result = await self._in_thread(run, lambda: worker.call(ctx, args))
-                return await _maybe_await(result)
+        async def call(ctx: WorkContext, args: Any) -> Any:
+            result = await self._in_thread(run, lambda: worker.call(ctx, args))
+            return await _maybe_await(result)
 
+        return self._wrap(call)
+
+    def _wrap(self, call: CallNext) -> CallNext:
         for mw in reversed(self._middleware):
             call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
         return call
@@ -768,7 +742,7 @@ class Client:
         error: BaseException | None = None
         trace = ""
         scope = trio.CancelScope()
-        if is_async_worker(worker):
+        if self._async_chain(worker) is not None:
             self._watch_timeout(run)
             run.token.scope = scope
             if run.token.cause is not None:
