@@ -39,7 +39,7 @@ async def _pgqueuer(url: str, n: int) -> dict[str, Any]:
             await queries.enqueue(["noop"] * size, [None] * size, [0] * size)
         return n / (time.perf_counter() - start)
 
-    async def burn(batch_size: int, threaded: bool) -> tuple[float, int]:
+    async def burn(batch_size: int, threaded: bool, tasks: int | None = None) -> tuple[float, int]:
         qm = QueueManager(Queries(AsyncpgDriver(await asyncpg.connect(url))))
 
         def blocking() -> None:
@@ -52,7 +52,8 @@ async def _pgqueuer(url: str, n: int) -> dict[str, Any]:
 
         start = time.perf_counter()
         with suppress(TimeoutError):
-            await asyncio.wait_for(qm.run(batch_size=batch_size, mode=QueueExecutionMode.drain), TIME_LIMIT)
+            await asyncio.wait_for(qm.run(batch_size=batch_size, mode=QueueExecutionMode.drain,
+                                          max_concurrent_tasks=tasks), TIME_LIMIT)
         elapsed = time.perf_counter() - start
         done = n - int(await conn.fetchval("SELECT count(*) FROM pgqueuer"))
         await conn.execute("DELETE FROM pgqueuer")
@@ -62,11 +63,15 @@ async def _pgqueuer(url: str, n: int) -> dict[str, Any]:
     # QueueManager.run's default batch size is 10; sync work goes through asyncio.to_thread
     # (pgqueuer refuses plain functions), the like-for-like case for our thread workers.
     variants = {}
-    for label, batch_size, threaded in (("batch_size 10", 10, False), ("batch_size 100", 100, False),
-                                        ("batch_size 100, sync no-op via to_thread", 100, True)):
+    # batch 500 with 1,000 concurrent tasks measured best here for issue 9 (18,021 jobs/s).
+    for label, batch_size, threaded, tasks in (
+        ("batch_size 10", 10, False, None), ("batch_size 100", 100, False, None),
+        ("batch_size 500, max_concurrent_tasks 1000", 500, False, 1000),
+        ("batch_size 100, sync no-op via to_thread", 100, True, None),
+    ):
         if variants:
             await fill()
-        variants[label] = await burn(batch_size, threaded)
+        variants[label] = await burn(batch_size, threaded, tasks)
     await conn.close()
     best = max(variants, key=lambda k: variants[k][0])
     setup = "asyncpg, async entrypoint, drain mode; " + "; ".join(

@@ -8,7 +8,10 @@ lock (opening, checking, resetting, reading pools and engines) lives once, here;
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from river_db.sqlite import MIN_VERSION, MIN_VERSION_TEXT, connect_sqlite
@@ -90,6 +93,75 @@ _DEDICATED_DEFAULTS = {
     "keepalives_interval": 10,
     "keepalives_count": 3,
 }
+
+
+def _array_literal(items: list[Any]) -> str | None:
+    """A Postgres array literal of a flat list of ints, bools, strs or aware datetimes (and
+    Nones); None for anything else, which psycopg's own dumper then handles."""
+    parts: list[str] = []
+    append = parts.append
+    for item in items:
+        kind = type(item)
+        if item is None:
+            append("NULL")
+        elif kind is int:
+            append(str(item))
+        elif kind is str:
+            append('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"')
+        elif kind is datetime and item.tzinfo is not None:
+            append(item.isoformat())  # no space or comma in it: needs no quotes
+        elif kind is bool:
+            append("t" if item else "f")
+        else:
+            return None
+    return "{" + ",".join(parts) + "}"
+
+
+@functools.cache
+def _fast_list_dumper() -> type:
+    from psycopg.types.array import ListDumper
+
+    class FastListDumper(ListDumper):
+        """psycopg's text list dumper with a fast path for flat lists of plain values.
+
+        Its generic loop (an element dumper, a quoting regex and a join per element)
+        cost 5 us per timestamp and 2 us per JSON text; a completion batch sends eight
+        arrays a job long. Same oid (psycopg still picks it from the elements), so the
+        values the server parses are the same.
+        """
+
+        def dump(self, obj: list[Any]) -> Any:
+            literal = _array_literal(obj) if obj and self._tx.encoding == "utf-8" else None
+            if literal is None:
+                return super().dump(obj)
+            return literal.encode()
+
+    return FastListDumper
+
+
+def with_utc_session(
+    configure: Callable[[psycopg.Connection[Any]], None] | None,
+) -> Callable[[psycopg.Connection[Any]], None]:
+    """The setup for a connection River opens for itself: session TimeZone UTC, then ``configure``.
+
+    It also registers a faster dumper for lists (``_fast_list_dumper``) on the
+    connection alone.
+
+    psycopg hands timestamptz values of a session named exactly ``UTC`` the shared
+    ``datetime.timezone.utc``, but for any other name (the server default is often
+    ``Etc/UTC``) a ZoneInfo that every row then pays to build and to convert back:
+    a third of reading a claimed job. Times are instants, so nothing stored,
+    compared or returned changes. A caller's ``configure`` runs after and may set
+    its own zone; pools and engines the caller owns are left as they are.
+    """
+
+    def setup(conn: psycopg.Connection[Any]) -> None:
+        conn.adapters.register_dumper(list, _fast_list_dumper())
+        conn.execute("SET TimeZone TO 'UTC'")
+        if configure is not None:
+            configure(conn)
+
+    return setup
 
 
 def connect_dedicated(conninfo: str, kwargs: dict[str, Any] | None = None) -> psycopg.Connection[Any]:
@@ -184,7 +256,9 @@ def open_connection(url: str | None = None) -> tuple[Any, DialectName]:
     if parsed.dialect == "postgres":
         import psycopg
 
-        return psycopg.connect(parsed.conninfo, autocommit=True), parsed.dialect
+        conn = psycopg.connect(parsed.conninfo, autocommit=True)
+        with_utc_session(None)(conn)
+        return conn, parsed.dialect
     return connect_sqlite(parsed.path), parsed.dialect
 
 

@@ -32,7 +32,9 @@ class Executor:
         try:
             cur.execute(step.sql, step.params)
             if step.fetch and cur.description is not None:
-                return [tuple(r) for r in cur.fetchall()]
+                rows = cur.fetchall()
+                # psycopg's default rows are tuples already; copy only other row types.
+                return rows if not rows or type(rows[0]) is tuple else [tuple(r) for r in rows]
             return []
         finally:
             cur.close()

@@ -19,14 +19,13 @@ client logs a warning at the timeout and again once it is stuck (timeout +
 from __future__ import annotations
 
 import heapq
-import itertools
 import logging
 import queue as stdqueue
 import random
 import socket
 import threading
+import time
 import traceback
-import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -96,6 +95,7 @@ class _Run:
     ctx: WorkContext | None = None
     stuck: bool = False
     thread: threading.Thread | None = None
+    deadline_slot: int | None = None  # its watchdog bucket while it has a deadline
 
 
 # ---------------------------------------------------------------- database argument
@@ -126,33 +126,48 @@ def _open_database(database: Any, schema: str | None) -> tuple[Database, bool]:
 
 # ---------------------------------------------------------------- watchdog
 
-
-def _call_alive(ref: Any, action: Callable[[Any], None]) -> None:
-    """Run ``action`` on a run still alive: a finished run must not wait in the heap for its deadline."""
-    run = ref()
-    if run is not None:
-        action(run)
+DEADLINE_GRAIN = 0.01  # seconds: deadlines share buckets this wide, so one may fire this much late
 
 
 class _Watchdog:
-    """One thread firing per-run deadlines (job timeout, then the stuck warning)."""
+    """One thread firing run deadlines (job timeout, then the stuck warning).
 
-    def __init__(self) -> None:
-        self._heap: list[tuple[datetime, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._cond = threading.Condition()
+    Deadlines go into buckets ``DEADLINE_GRAIN`` wide, keyed by the run: adding
+    and dropping one is a dict operation under the client's lock (held anyway
+    when a run starts and ends), and a finished run leaves its bucket at once
+    rather than waiting in a heap for its deadline. Only a new bucket touches the
+    heap. Times are ``time.monotonic()`` seconds.
+    """
+
+    def __init__(self, lock: threading.Lock, clock: Callable[[], float] = time.monotonic) -> None:
+        self._cond = threading.Condition(lock)
+        self._clock = clock
+        self._buckets: dict[int, dict[Any, Callable[[Any], None]]] = {}
+        self._slots: list[int] = []  # a heap of the buckets' slots
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="river-watchdog", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
-    def at(self, when: datetime, action: Callable[[], None]) -> None:
-        with self._cond:
-            earliest = not self._heap or when < self._heap[0][0]
-            heapq.heappush(self._heap, (when, next(self._seq), action))
-            if earliest:  # a later deadline can't change how long the thread sleeps
+    def add(self, run: Any, when: float, action: Callable[[Any], None]) -> int:
+        """Call ``action(run)`` at ``when`` (caller holds the lock); returns the slot to ``drop`` it from."""
+        slot = -int(-when // DEADLINE_GRAIN)  # rounded up: a deadline never fires early
+        bucket = self._buckets.get(slot)
+        if bucket is None:
+            bucket = self._buckets[slot] = {}
+            earliest = not self._slots or slot < self._slots[0]
+            heapq.heappush(self._slots, slot)
+            if earliest:  # a later bucket can't change how long the thread sleeps
                 self._cond.notify()
+        bucket[run] = action
+        return slot
+
+    def drop(self, run: Any, slot: int) -> None:
+        """Forget ``run``'s deadline in ``slot`` (caller holds the lock)."""
+        bucket = self._buckets.get(slot)
+        if bucket is not None:
+            bucket.pop(run, None)
 
     def stop(self) -> None:
         with self._cond:
@@ -161,21 +176,25 @@ class _Watchdog:
         if self._thread.is_alive():
             self._thread.join()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopping:
-                    if self._heap and self._heap[0][0] <= utcnow():
-                        break
-                    wait = (self._heap[0][0] - utcnow()).total_seconds() if self._heap else None
+    def _due(self) -> dict[Any, Callable[[Any], None]] | None:
+        with self._cond:
+            while not self._stopping:
+                if self._slots:
+                    wait = self._slots[0] * DEADLINE_GRAIN - self._clock()
+                    if wait <= 0:
+                        return self._buckets.pop(heapq.heappop(self._slots), {})
                     self._cond.wait(wait)
-                if self._stopping:
-                    return
-                _, _, action = heapq.heappop(self._heap)
-            try:
-                action()
-            except Exception:
-                log.exception("river-watchdog: a deadline action failed")
+                else:
+                    self._cond.wait()
+            return None
+
+    def _run(self) -> None:
+        while (due := self._due()) is not None:
+            for run, action in due.items():
+                try:
+                    action(run)
+                except Exception:
+                    log.exception("river-watchdog: a deadline action failed")
 
 
 # ---------------------------------------------------------------- job threads
@@ -442,7 +461,7 @@ class Client:
             raise
 
     def _start_runtime(self) -> None:
-        self._watchdog = _Watchdog()
+        self._watchdog = _Watchdog(self._lock)
         self._watchdog.start()
         self._completer = MachineRunner(
             self._core.make_completer(), self._db, name="completer", on_output=self._on_completer_output
@@ -601,14 +620,14 @@ class Client:
             run = _Run(queue, plan, CancellationToken(), utcnow())
             self._runs[job.id] = run
             hard = self._hard_stop
+            if plan.immediate is None and plan.timeout is not None and self._watchdog is not None:
+                run.deadline_slot = self._watchdog.add(
+                    run, time.monotonic() + plan.timeout.total_seconds(), self._on_timeout)
         if hard:
             run.token.cancel(CancelCause.STOP)
         if plan.immediate is not None:
             self._finish_run(run, plan.immediate, metadata={})
             return
-        if plan.timeout is not None and self._watchdog is not None:
-            ref = weakref.ref(run)
-            self._watchdog.at(run.started_at + plan.timeout, lambda: _call_alive(ref, self._on_timeout))
         self._job_threads.submit(run)
 
     def _on_timeout(self, run: _Run) -> None:
@@ -616,12 +635,14 @@ class Client:
             if run.plan.job.id not in self._runs or self._runs[run.plan.job.id] is not run:
                 return
             self._stats.timed_out += 1
+            timeout = run.plan.timeout
+            if self._watchdog is not None and timeout is not None:
+                # The timeout fired about started + timeout: stuck after the rest of stuck_after.
+                later = (self._core.stuck_after(timeout) - timeout).total_seconds()
+                run.deadline_slot = self._watchdog.add(run, time.monotonic() + later, self._on_stuck)
         run.token.cancel(CancelCause.TIMEOUT)
-        timeout = run.plan.timeout
         log.warning("river: job %d (%s) exceeded its timeout of %s; its token is set",
                     run.plan.job.id, run.plan.job.kind, timeout)
-        if self._watchdog is not None and timeout is not None:
-            self._watchdog.at(run.started_at + self._core.stuck_after(timeout), lambda: self._on_stuck(run))
 
     def _on_stuck(self, run: _Run) -> None:
         with self._lock:
@@ -688,7 +709,10 @@ class Client:
         with self._lock:
             if self._runs.get(run.plan.job.id) is run:
                 del self._runs[run.plan.job.id]
-            self._runs_idle.notify_all()
+            if run.deadline_slot is not None and self._watchdog is not None:
+                self._watchdog.drop(run, run.deadline_slot)
+            if not self._runs:  # stop() waits for the table to empty, nothing else waits here
+                self._runs_idle.notify_all()
 
     # ---------------------------------------------------------------- runtime queues (client.queues)
 

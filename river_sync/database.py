@@ -45,6 +45,7 @@ from river_db.connect import (
     pg_to_autocommit,
     pool_connect_args,
     sqlalchemy_kind,
+    with_utc_session,
 )
 from river_db.executor import Executor
 from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
@@ -335,7 +336,7 @@ class Database:
                 min_size=1,
                 max_size=pool_size,
                 kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
-                configure=configure,
+                configure=with_utc_session(configure),
                 timeout=timeout,
                 open=False,
                 name="river",

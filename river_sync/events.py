@@ -24,20 +24,21 @@ class Subscription:
     def __init__(self, hub: EventHub, kinds: frozenset[EventKind], maxsize: int) -> None:
         self.kinds = kinds
         self._hub = hub
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize + 1)  # +1: room for the close marker
+        # SimpleQueue: put and get are one C call each, where queue.Queue takes a Python-level
+        # Condition per event; the bound is kept by _offer, under the hub's lock.
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._maxsize = maxsize
         self.dropped = 0
         self.closed = False
 
     def _offer(self, event: Event) -> None:
+        """Called with the hub's lock held: publishers never race past ``maxsize``."""
         if self.closed or event.kind not in self.kinds:
             return
-        try:
-            if self._queue.qsize() >= self._maxsize:
-                raise queue.Full
-            self._queue.put_nowait(event)
-        except queue.Full:
+        if self._queue.qsize() >= self._maxsize:
             self.dropped += 1
+        else:
+            self._queue.put(event)
 
     def get(self, timeout: float | None = None) -> Event:
         """The next event; raises ``queue.Empty`` on timeout and ``EOFError`` once closed and drained."""
@@ -82,10 +83,9 @@ class EventHub:
         return sub
 
     def publish(self, event: Event) -> None:
-        with self._lock:
-            subs = list(self._subs)
-        for sub in subs:
-            sub._offer(event)
+        with self._lock:  # offering never blocks
+            for sub in self._subs:
+                sub._offer(event)
 
     def _remove(self, sub: Subscription) -> None:
         with self._lock:

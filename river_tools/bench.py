@@ -150,16 +150,24 @@ class BenchResult:
     peak_rss_mb: float
     max_workers: int
     dropped_events: int = 0
+    cpu_seconds: float = 0.0  # the whole process's CPU time (all threads) while measured
 
     @property
     def jobs_per_sec(self) -> float:
         return self.jobs / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_us_per_job(self) -> float | None:
+        """Client CPU per job worked, in microseconds: what a job costs whatever the machine's load."""
+        return self.cpu_seconds / self.jobs * 1e6 if self.jobs else None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "driver": self.driver, "database": self.database, "mode": self.mode,
             "jobs": self.jobs, "inserted": self.inserted, "seconds": round(self.seconds, 4),
             "jobs_per_sec": round(self.jobs_per_sec, 1),
+            "client_cpu_seconds": round(self.cpu_seconds, 4),
+            "client_cpu_us_per_job": None if self.cpu_us_per_job is None else round(self.cpu_us_per_job, 2),
             "latency_ms": None if self.latency is None else self.latency.to_json(),
             "peak_rss_mb": round(self.peak_rss_mb, 1), "max_workers": self.max_workers,
             "fetch_cooldown_ms": FETCH_COOLDOWN / timedelta(milliseconds=1),
@@ -194,8 +202,12 @@ class Tally:
     returned, before the completer committed the outcome, and that commit is part of the cost.
     """
 
-    def __init__(self, *, track_latency: bool, backlog_min: int = MAX_WORKERS_DEFAULT) -> None:
+    def __init__(self, *, track_latency: bool, backlog_min: int = MAX_WORKERS_DEFAULT,
+                 cpu_clock: Callable[[], float] = time.process_time) -> None:
         self._lock = threading.Lock()
+        self._cpu_clock = cpu_clock
+        self._cpu_started: float | None = None
+        self._cpu_ended: float | None = None
         self.backlog_min = backlog_min
         self.track_latency = track_latency
         self.inserted = 0
@@ -215,6 +227,7 @@ class Tally:
 
     def start(self, now: float) -> None:
         with self._lock:
+            self._cpu_started = self._cpu_clock()
             self.started_at = self._period_start = now
             self._period_worked, self._period_inserted = self.worked, self.inserted
 
@@ -222,6 +235,7 @@ class Tally:
         """Stop counting: jobs finishing while the client shuts down are not part of the run."""
         with self._lock:
             self.ended_at = now
+            self._cpu_ended = self._cpu_clock()
 
     def add_inserted(self, job_ids: Sequence[int], at: float) -> None:
         with self._lock:
@@ -274,6 +288,13 @@ class Tally:
         with self._lock:
             return list(self._latencies)
 
+    def cpu_seconds(self) -> float:
+        """Process CPU time from ``start`` to ``end`` (or to now while still counting)."""
+        if self._cpu_started is None:
+            return 0.0
+        end = self._cpu_ended if self._cpu_ended is not None else self._cpu_clock()
+        return max(end - self._cpu_started, 0.0)
+
     def measured_seconds(self, ended_at: float) -> float:
         """Client start to the last job worked (Go's measure), or to ``ended_at`` if none was."""
         if self.started_at is None:
@@ -303,6 +324,7 @@ def result_of(plan: BenchPlan, tally: Tally, ended_at: float) -> BenchResult:
         inserted=tally.inserted, seconds=tally.measured_seconds(ended_at),
         latency=latency_of(tally.latencies(), source),
         peak_rss_mb=peak_rss_mb(), max_workers=plan.max_workers, dropped_events=tally.dropped,
+        cpu_seconds=tally.cpu_seconds(),
     )
 
 
@@ -325,6 +347,9 @@ def final_lines(r: BenchResult) -> list[str]:
         lat = r.latency
         lines.append(f"bench: latency {lat.source}: p50 {lat.p50 * 1000:.1f} ms, "
                      f"p95 {lat.p95 * 1000:.1f} ms, p99 {lat.p99 * 1000:.1f} ms ({lat.count} jobs)")
+    if r.cpu_us_per_job is not None:
+        lines.append(f"bench: client CPU {r.cpu_us_per_job:.1f} us/job ({r.cpu_seconds:.2f}s of process CPU "
+                     f"for {r.jobs} jobs, all threads)")
     lines.append(f"bench: {r.driver} driver on {r.database}, {r.mode}, max workers {r.max_workers}, "
                  f"peak RSS {r.peak_rss_mb:.0f} MB")
     if r.dropped_events:

@@ -34,6 +34,7 @@ insert, with ``await call_next(params)`` (see ``river_protocol.middleware``).
 
 from __future__ import annotations
 
+import heapq
 import inspect
 import logging
 import math
@@ -93,7 +94,7 @@ from river_trio.database import AsyncDatabase
 from river_trio.events import EventHub, Subscription
 from river_trio.leadership import LeaderDriver
 from river_trio.notifier import NotifierProtocol, notifier_for
-from river_trio.runner import MachineRunner, trio_deadline, utcnow
+from river_trio.runner import MachineRunner, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,60 @@ class _Run:
     token: CancellationToken
     started_at: Any
     ctx: WorkContext | None = None
+    deadline_slot: int | None = None  # its bucket in the client's _Deadlines while it has a timeout
+
+
+# ---------------------------------------------------------------- deadlines
+
+DEADLINE_GRAIN = 0.01  # seconds: deadlines share buckets this wide, so one may fire this much late
+
+
+class _Deadlines:
+    """One task firing run timeouts, in trio time (a MockClock drives it in tests).
+
+    A timer task per job, with its own cancel scope and sleep, was a third of a
+    no-op job's cost; here a deadline is a dict entry in a bucket
+    ``DEADLINE_GRAIN`` wide, dropped when the run ends, and only a new bucket
+    touches the heap or moves the task's wake-up (its scope's deadline).
+    """
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, dict[Any, Callable[[Any], None]]] = {}
+        self._slots: list[int] = []  # a heap of the buckets' slots
+        self._scope: trio.CancelScope | None = None
+
+    def add(self, run: Any, when: float, action: Callable[[Any], None]) -> int:
+        """Call ``action(run)`` at trio time ``when``; returns the slot to ``drop`` it from."""
+        slot = -int(-when // DEADLINE_GRAIN)  # rounded up: a deadline never fires early
+        bucket = self._buckets.get(slot)
+        if bucket is None:
+            bucket = self._buckets[slot] = {}
+            heapq.heappush(self._slots, slot)
+            if self._scope is not None and slot == self._slots[0]:
+                self._scope.deadline = slot * DEADLINE_GRAIN
+        bucket[run] = action
+        return slot
+
+    def drop(self, run: Any, slot: int) -> None:
+        bucket = self._buckets.get(slot)
+        if bucket is not None:
+            bucket.pop(run, None)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while True:
+            wake = self._slots[0] * DEADLINE_GRAIN if self._slots else math.inf
+            with trio.CancelScope(deadline=wake) as scope:
+                self._scope = scope
+                await trio.sleep_forever()
+            self._scope = None
+            now = trio.current_time()
+            while self._slots and self._slots[0] * DEADLINE_GRAIN <= now:
+                for run, action in self._buckets.pop(heapq.heappop(self._slots), {}).items():
+                    try:
+                        action(run)
+                    except Exception:
+                        log.exception("river: a deadline action failed")
 
 
 # ---------------------------------------------------------------- database argument
@@ -161,7 +216,7 @@ def is_async_worker(entry: WorkerEntry) -> bool:
 
 
 async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
+    if value is not None and inspect.isawaitable(value):  # None first: most jobs return it
         return await value
     return value
 
@@ -285,6 +340,8 @@ class Client:
         self._finished = trio.Event()  # the stop sequence is done: run() may return
         self._stopped = trio.Event()  # run() has returned
         self._runtime_exited = False
+        self._deadlines = _Deadlines()
+        self._chains: dict[int, tuple[WorkerEntry, CallNext | None]] = {}
         self._stats = ClientStats()
         self._open_lock = trio.Lock()
         self._cm_nursery: Any = None
@@ -485,6 +542,7 @@ class Client:
 
     async def _start_runtime(self, nursery: trio.Nursery) -> None:
         db = self.database
+        await nursery.start(self._deadlines.run)
         self._completer = MachineRunner(
             self._core.make_completer(), db, name="completer", on_output=self._on_completer_output
         )
@@ -633,52 +691,68 @@ class Client:
         assert self._nursery is not None
         self._nursery.start_soon(self._work, run, name=f"river-job-{job.id}")
 
-    def _call_chain(self, run: _Run) -> CallNext:
-        worker = run.plan.worker
-        assert worker is not None
-
-        call: CallNext
+    def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
+        """The middleware chain around an async worker, built once per worker; None for a sync one."""
+        cached = self._chains.get(id(worker))
+        if cached is not None and cached[0] is worker:
+            return cached[1]
+        chain: CallNext | None = None
         if is_async_worker(worker):
             async def call(ctx: WorkContext, args: Any) -> Any:
                 return await _maybe_await(worker.call(ctx, args))
-        else:
-            async def call(ctx: WorkContext, args: Any) -> Any:
-                result = await self._in_thread(run, lambda: worker.call(ctx, args))
-                return await _maybe_await(result)
 
+            chain = self._wrap(call)
+        self._chains[id(worker)] = (worker, chain)
+        return chain
+
+    def _call_chain(self, run: _Run) -> CallNext:
+        worker = run.plan.worker
+        assert worker is not None
+        chain = self._async_chain(worker)
+        if chain is not None:
+            return chain
+
+        async def call(ctx: WorkContext, args: Any) -> Any:
+            result = await self._in_thread(run, lambda: worker.call(ctx, args))
+            return await _maybe_await(result)
+
+        return self._wrap(call)
+
+    def _wrap(self, call: CallNext) -> CallNext:
         for mw in reversed(self._middleware):
             call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
         return call
 
-    def _start_timer(self, run: _Run) -> trio.CancelScope:
-        """Set the run's token at its timeout (cancel it with the returned scope once the run ends).
+    def _watch_timeout(self, run: _Run) -> None:
+        """Set the run's token at its timeout (``_unwatch`` once the run ends).
 
         The token, not a deadline on the run's scope, so an async worker sees
         ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as a sync worker does.
         """
-        timer_scope = trio.CancelScope()
         timeout = run.plan.timeout
-        if timeout is not None and self._nursery is not None:
-            async def timer() -> None:
-                with timer_scope:
-                    await trio.sleep_until(trio_deadline(run.started_at + timeout))
-                    if run.token.cancel(CancelCause.TIMEOUT):
-                        self._stats.timed_out += 1
-                        log.warning("river: job %d (%s) exceeded its timeout of %s; it was cancelled",
-                                    run.plan.job.id, run.plan.job.kind, timeout)
+        if timeout is not None:
+            run.deadline_slot = self._deadlines.add(
+                run, trio.current_time() + timeout.total_seconds(), self._on_timeout)
 
-            # In the client's nursery, not one of our own: the worker's exception must not
-            # come back wrapped in an exception group.
-            self._nursery.start_soon(timer)
-        return timer_scope
+    def _unwatch(self, run: _Run) -> None:
+        if run.deadline_slot is not None:
+            self._deadlines.drop(run, run.deadline_slot)
+            run.deadline_slot = None
+
+    def _on_timeout(self, run: _Run) -> None:
+        run.deadline_slot = None
+        if run.token.cancel(CancelCause.TIMEOUT):
+            self._stats.timed_out += 1
+            log.warning("river: job %d (%s) exceeded its timeout of %s; it was cancelled",
+                        run.plan.job.id, run.plan.job.kind, run.plan.timeout)
 
     async def _in_thread(self, run: _Run, fn: Callable[[], Any]) -> Any:
-        """A sync worker: its thread can't be interrupted, so the timer only sets its token."""
-        timer_scope = self._start_timer(run)
+        """A sync worker: its thread can't be interrupted, so the timeout only sets its token."""
+        self._watch_timeout(run)
         try:
             return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
         finally:
-            timer_scope.cancel()
+            self._unwatch(run)
 
     async def _work(self, run: _Run) -> None:
         worker = run.plan.worker
@@ -689,9 +763,8 @@ class Client:
         error: BaseException | None = None
         trace = ""
         scope = trio.CancelScope()
-        timer_scope: trio.CancelScope | None = None
-        if is_async_worker(worker):
-            timer_scope = self._start_timer(run)
+        if self._async_chain(worker) is not None:
+            self._watch_timeout(run)
             run.token.scope = scope
             if run.token.cause is not None:
                 scope.cancel()
@@ -703,8 +776,7 @@ class Client:
         except Exception as exc:
             error, trace = exc, traceback.format_exc()
         finally:
-            if timer_scope is not None:
-                timer_scope.cancel()
+            self._unwatch(run)
         if scope.cancelled_caught:
             if run.token.cause is None and run.token.cancel(CancelCause.TIMEOUT):
                 self._stats.timed_out += 1

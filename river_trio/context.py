@@ -38,27 +38,41 @@ if TYPE_CHECKING:
 class CancellationToken:
     """Why a run was told to stop (the first cause wins); cancels the run's scope for async workers."""
 
+    __slots__ = ("_event", "_lock", "cause", "scope")
+
     def __init__(self) -> None:
-        self._event = threading.Event()  # sync workers wait on it from their thread
+        # The Event sync workers wait on is made on first wait(): most jobs never wait, and an
+        # Event (a Condition and two locks) per job showed up in the burn-down profile.
+        self._lock = threading.Lock()
+        self._event: threading.Event | None = None
         self.cause: CancelCause | None = None
         self.scope: trio.CancelScope | None = None
 
     def cancel(self, cause: CancelCause) -> bool:
         """Set the token (call from the trio thread); False when it was already set."""
-        if self.cause is not None:
-            return False
-        self.cause = cause
-        self._event.set()
+        with self._lock:
+            if self.cause is not None:
+                return False
+            self.cause = cause
+            event = self._event
+        if event is not None:
+            event.set()
         if self.scope is not None:
             self.scope.cancel()
         return True
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self.cause is not None
 
     def wait(self, timeout: float | None = None) -> bool:
         """For sync workers (blocks its thread): sleep up to ``timeout`` s, waking when cancelled."""
-        return self._event.wait(timeout)
+        with self._lock:
+            if self.cause is not None:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
 
     def raise_if_cancelled(self) -> None:
         """Raise ``WorkCancelled`` when set: the way to give up that records the right outcome."""

@@ -45,6 +45,7 @@ from river_db.connect import (
     pg_to_autocommit,
     pool_connect_args,
     sqlalchemy_kind,
+    with_utc_session,
 )
 from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
 from river_db.urls import parse_database_url
@@ -497,7 +498,7 @@ class AsyncDatabase:
         if parsed.dialect == "postgres":
             check_pool_size(pool_size)
             backend = _PgOwnPool(parsed.conninfo, size=pool_size, timeout=timeout,
-                                 connect_timeout=connect_timeout, configure=configure)
+                                 connect_timeout=connect_timeout, configure=with_utc_session(configure))
             await backend.prime()
             return cls(backend, PostgresDialect(schema))
         return await cls.from_sqlite_path(parsed.path, schema=schema, readers=pool_size,

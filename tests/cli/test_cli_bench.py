@@ -132,6 +132,9 @@ def test_burn_down_json(capsys: pytest.CaptureFixture[str], url: str, driver: st
     assert latency["source"] == LATENCY_QUEUED and latency["count"] == 2000
     assert 0 <= latency["p50"] <= latency["p95"] <= latency["p99"]
     assert figures["peak_rss_mb"] > 0
+    assert figures["client_cpu_seconds"] > 0
+    assert figures["client_cpu_us_per_job"] == pytest.approx(
+        figures["client_cpu_seconds"] / 2000 * 1e6, rel=0.01, abs=0.01)
     assert figures["max_workers"] == 2000  # Go's bench default
     assert (figures["fetch_cooldown_ms"], figures["fetch_poll_interval_ms"]) == (2.0, 20.0)
     assert figures["migrated"] == []
@@ -362,6 +365,19 @@ def test_tally_ignores_completions_before_start_and_takes_ages_in_burn_down() ->
     assert Tally(track_latency=False).measured_seconds(2.0) == 0.0
 
 
+def test_tally_measures_process_cpu_between_start_and_end() -> None:
+    readings = iter([10.0, 12.5, 99.0])
+    tally = Tally(track_latency=False, cpu_clock=lambda: next(readings))
+    assert tally.cpu_seconds() == 0.0  # not started
+    tally.start(0.0)
+    tally.end(1.0)
+    assert tally.cpu_seconds() == 2.5  # later readings are not part of the run
+    assert tally.cpu_seconds() == 2.5
+    running = Tally(track_latency=False, cpu_clock=iter([1.0, 1.75]).__next__)
+    running.start(0.0)
+    assert running.cpu_seconds() == 0.75  # still counting: up to now
+
+
 def test_backlog_follows_max_workers_then_the_rate() -> None:
     tally = Tally(track_latency=True, backlog_min=100)
     assert tally.backlog_shortfall() == 100
@@ -404,17 +420,21 @@ def test_output_lines_and_json() -> None:
         "total worked [       4500 ] [1.00s]")
     result = BenchResult(driver="trio", database="postgres", mode="burn-down", jobs=2000, inserted=2000,
                          seconds=4.0, latency=Latency(0.1, 0.2, 0.3, 2000, LATENCY_QUEUED),
-                         peak_rss_mb=80.25, max_workers=2000)
+                         peak_rss_mb=80.25, max_workers=2000, cpu_seconds=0.125)
     lines = bench.final_lines(result)
     assert FINAL_LINE.match(lines[0]) and "overall job/sec [      500.0 ]" in lines[0]
     assert lines[1] == (f"bench: latency {LATENCY_QUEUED}: p50 100.0 ms, p95 200.0 ms, p99 300.0 ms "
                         "(2000 jobs)")
-    assert lines[2] == "bench: trio driver on postgres, burn-down, max workers 2000, peak RSS 80 MB"
+    assert lines[2] == "bench: client CPU 62.5 us/job (0.12s of process CPU for 2000 jobs, all threads)"
+    assert lines[3] == "bench: trio driver on postgres, burn-down, max workers 2000, peak RSS 80 MB"
     data = result.to_json()
+    assert data["client_cpu_us_per_job"] == 62.5 and data["client_cpu_seconds"] == 0.125
     assert data["jobs_per_sec"] == 500.0 and data["latency_ms"]["p99"] == 300.0
     assert data["peak_rss_mb"] == 80.2 or data["peak_rss_mb"] == 80.3
     empty = dataclasses_replace(result, jobs=0, seconds=0.0, latency=None, dropped_events=4)
     assert empty.jobs_per_sec == 0.0 and empty.to_json()["latency_ms"] is None
+    assert empty.cpu_us_per_job is None and empty.to_json()["client_cpu_us_per_job"] is None
+    assert not any("client CPU" in line for line in bench.final_lines(empty))
     assert "no job was both inserted and completed" in bench.final_lines(empty)[1]
     assert "4 completion events were dropped" in bench.final_lines(empty)[-1]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,7 +22,7 @@ from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
 
 from river_db.caller_tx import executor_for_caller_tx
-from river_db.connect import connect_dedicated
+from river_db.connect import _array_literal, connect_dedicated, open_connection
 from river_db.executor import Executor
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Dialect, Plan
@@ -153,6 +154,56 @@ def test_from_url_postgres(pg_url: str) -> None:
     assert db.closed
     with pytest.raises(RiverError, match="closed"), db.executor():
         pass
+
+
+def test_own_postgres_sessions_read_times_in_utc_and_configure_runs_after(pg_url: str) -> None:
+    def configure(conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET application_name = 'river-utc-test'")
+
+    with Database.from_url(pg_url, pool_size=1, configure=configure) as db, db.executor() as ex:
+        assert ex.conn.execute("SHOW TimeZone").fetchone() == ("UTC",)
+        assert ex.conn.execute("SHOW application_name").fetchone() == ("river-utc-test",)
+        [(at,)] = ex.conn.execute("SELECT '2024-05-06 07:08:09.123456+02'::timestamptz").fetchall()
+        assert at.tzinfo is UTC and at == datetime(2024, 5, 6, 5, 8, 9, 123456, tzinfo=UTC)
+
+    def own_zone(conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET TimeZone TO 'Europe/Paris'")
+
+    with Database.from_url(pg_url, pool_size=1, configure=own_zone) as db, db.executor() as ex:
+        assert ex.conn.execute("SHOW TimeZone").fetchone() == ("Europe/Paris",)  # the caller's wins
+    conn, _ = open_connection(pg_url)
+    with conn:
+        assert conn.execute("SHOW TimeZone").fetchone() == ("UTC",)
+
+
+LISTS: list[tuple[str, list[Any]]] = [
+    ("bigint", [1, -2, None, 2**62]),
+    ("text", ["plain", 'a "quoted" back\\slash', "", "NULL", None, "{}", "é, x", '{"a": [1]}']),
+    ("timestamptz", [datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC), None,
+                     datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=-3)))]),
+    ("boolean", [True, False, None]),
+    ("text", [None, None]),
+    ("int", []),
+]
+
+
+def test_array_literals_cover_flat_plain_lists_only() -> None:
+    assert _array_literal([1, None, "a\\b\"c", True]) == '{1,NULL,"a\\\\b\\"c",t}'
+    assert _array_literal([[1], [2]]) is None  # nested: psycopg's own dumper
+    assert _array_literal([datetime(2024, 1, 1)]) is None  # naive
+    assert _array_literal([1.5]) is None
+
+
+@pytest.mark.parametrize(("sql_type", "values"), LISTS)
+def test_own_sessions_send_lists_the_server_reads_as_psycopg_would_send_them(
+    pg_url: str, sql_type: str, values: list[Any]
+) -> None:
+    sql = f"SELECT %s::{sql_type}[], (%s::{sql_type}[])::text"
+    with psycopg.connect(pg_url, autocommit=True) as plain:
+        plain.execute("SET TimeZone TO 'UTC'")
+        expected = plain.execute(sql, (values, values)).fetchone()
+    with Database.from_url(pg_url, pool_size=1) as db, db.executor() as ex:
+        assert ex.conn.execute(sql, (values, values)).fetchone() == expected
 
 
 def test_from_url_postgres_with_schema_and_driver_suffix(pg_url: str) -> None:

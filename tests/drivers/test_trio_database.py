@@ -439,6 +439,7 @@ def test_pg_connect_dedicated_and_configure(migrated_pg: str) -> None:
         async with await AsyncDatabase.from_url(migrated_pg, configure=configure) as db:
             async with db.executor() as ex:
                 assert await ex.execute(Statement("SHOW application_name")) == [("river-trio-test",)]
+                assert await ex.execute(Statement("SHOW TimeZone")) == [("UTC",)]  # set before configure
             conn = await db.connect_dedicated()
             try:
                 assert conn.autocommit and conn.info.backend_pid not in seen

@@ -1,0 +1,68 @@
+"""The threaded client's watchdog: bucketed deadlines that fire in order, never early, and can be dropped."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from river_sync.client import DEADLINE_GRAIN, _Watchdog
+
+WAIT = 10.0
+
+
+class Run:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def test_deadlines_fire_in_order_never_early_and_dropped_ones_never() -> None:
+    lock = threading.Lock()
+    dog = _Watchdog(lock)
+    fired: list[tuple[str, float]] = []
+    all_fired = threading.Event()
+
+    def action(run: Run) -> None:
+        fired.append((run.name, time.monotonic()))
+        if len(fired) == 3:
+            all_fired.set()
+
+    dog.start()
+    try:
+        now = time.monotonic()
+        late, early, gone, same = Run("late"), Run("early"), Run("gone"), Run("same bucket")
+        deadlines = {"late": now + 0.12, "early": now + 0.03, "same bucket": now + 0.12}
+        with lock:
+            dog.add(late, deadlines["late"], action)
+            slot = dog.add(gone, now + 0.06, action)
+            dog.add(early, deadlines["early"], action)  # earlier than the sleeping thread's wake-up
+            dog.add(same, deadlines["same bucket"], action)
+            dog.drop(gone, slot)
+            dog.drop(gone, slot)  # twice is harmless
+        assert all_fired.wait(WAIT)
+        time.sleep(0.1)  # "gone"'s deadline is long past: had it not been dropped, it would be here
+    finally:
+        dog.stop()
+    names = [name for name, _ in fired]
+    assert names[0] == "early" and sorted(names[1:]) == ["late", "same bucket"]
+    for name, at in fired:
+        assert at >= deadlines[name]
+        assert at - deadlines[name] < DEADLINE_GRAIN + 5.0  # late by the grain plus scheduling, not more
+
+
+def test_a_failing_action_does_not_stop_the_watchdog() -> None:
+    lock = threading.Lock()
+    dog = _Watchdog(lock)
+    done = threading.Event()
+
+    def boom(run: Run) -> None:
+        raise RuntimeError("boom")
+
+    dog.start()
+    try:
+        with lock:
+            dog.add(Run("a"), time.monotonic(), boom)
+            dog.add(Run("b"), time.monotonic() + 0.05, lambda run: done.set())
+        assert done.wait(WAIT)
+    finally:
+        dog.stop()
+    assert not dog._thread.is_alive()
