@@ -39,6 +39,7 @@ from river_protocol.machines.base import (
     Table,
     Tick,
     exponential_backoff,
+    to,
 )
 
 
@@ -102,15 +103,18 @@ class _Batch:
 
 class Completer(Machine):
     TABLE: ClassVar[Table] = {
-        (_S.RUNNING, Submit): "_on_submit",
-        (_S.RUNNING, Tick): "_on_tick",
-        (_S.STOPPING, Tick): "_on_tick",
-        (_S.STOPPED, Tick): "_ignore",
-        (_S.RUNNING, Stop): "_on_stop",
-        (_S.STOPPING, Stop): "_ignore",
-        (_S.STOPPED, Stop): "_ignore",
-        **{(s, (_OK, _STMT)): "_on_done" for s in (_S.RUNNING, _S.STOPPING)},
-        **{(s, (_FAIL, _STMT)): "_on_failed" for s in (_S.RUNNING, _S.STOPPING)},
+        (_S.RUNNING, Submit): to(_S.RUNNING, via="_on_submit"),
+        (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
+        (_S.RUNNING, (_OK, _STMT)): to(_S.RUNNING, via="_on_done"),
+        (_S.RUNNING, (_FAIL, _STMT)): to(_S.RUNNING, via="_on_failed"),
+        # Conditional from here on: whichever event leaves nothing pending or in flight stops it.
+        (_S.RUNNING, Stop): to(_S.STOPPING, _S.STOPPED, via="_on_stop"),
+        (_S.STOPPING, Tick): to(_S.STOPPING, _S.STOPPED, via="_on_tick"),
+        (_S.STOPPING, (_OK, _STMT)): to(_S.STOPPING, _S.STOPPED, via="_on_done"),
+        (_S.STOPPING, (_FAIL, _STMT)): to(_S.STOPPING, _S.STOPPED, via="_on_failed"),
+        (_S.STOPPING, Stop): to(_S.STOPPING, via="_ignore"),
+        (_S.STOPPED, Tick): to(_S.STOPPED, via="_ignore"),
+        (_S.STOPPED, Stop): to(_S.STOPPED, via="_ignore"),
     }
 
     def __init__(
@@ -215,7 +219,7 @@ class Completer(Machine):
             self._start_flush(now)
 
     def _on_stop(self, event: Stop, now: datetime) -> None:
-        self.state = _S.STOPPING
+        self._enter(_S.STOPPING)
         self._timers.pop("tick", None)
         if self._idle():
             self._start_flush(now)
@@ -310,6 +314,6 @@ class Completer(Machine):
 
     def _maybe_stopped(self) -> None:
         if self.state is _S.STOPPING and self._idle() and not self._pending:
-            self.state = _S.STOPPED
+            self._enter(_S.STOPPED)
             self._timers.clear()
             self._stopped_now = True
