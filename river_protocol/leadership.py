@@ -250,12 +250,13 @@ _OK, _FAIL = IntentSucceeded, IntentFailed
 _DUTIES = (_S.STARTING, _S.LEADING, _S.RETRY_WAIT, _S.GAVE_UP)
 
 
-def _after_elector(state: LeadershipState, via: str) -> Transition:
-    # Conditional: what the elector reports decides. It can win only while this machine follows
-    # (duties start) and lose only while duties are on (back to following); else the state stays.
-    if state is _S.FOLLOWING:
-        return to(_S.FOLLOWING, _S.STARTING, via=via)
-    return to(state, _S.FOLLOWING, via=via)
+def _after_elector(state: LeadershipState, via: str, *, can_win: bool = False) -> Transition:
+    # Conditional: the elector's report decides. While duties are on the elector leads, and any
+    # event may end that (its trust window is checked first): back to following. While
+    # following, only a won election (``can_win``) starts the duties.
+    if state is not _S.FOLLOWING:
+        return to(state, _S.FOLLOWING, via=via)
+    return to(_S.FOLLOWING, _S.STARTING, via=via) if can_win else to(_S.FOLLOWING, via=via)
 
 
 class Leadership(Machine):
@@ -265,12 +266,15 @@ class Leadership(Machine):
     its report may lead to.
     """
 
+    INITIAL: ClassVar[LeadershipState] = _S.FOLLOWING
+    state: LeadershipState
+
     TABLE: ClassVar[Table] = {
         (_S.FOLLOWING, Start): to(_S.FOLLOWING, via="_on_forward"),
         **{(s, Stop): _after_elector(s, "_on_forward") for s in _S},
         **{(s, LeadershipNotification): _after_elector(s, "_on_notification") for s in _S},
-        **{(s, (r, i)): _after_elector(s, "_on_forward") for s in _S for r in (_OK, _FAIL)
-           for i in _ELECTOR_INTENTS},
+        **{(s, (r, i)): _after_elector(s, "_on_forward", can_win=(r, i) == (_OK, LeaderElect))
+           for s in _S for r in (_OK, _FAIL) for i in _ELECTOR_INTENTS},
         # Our own request_resign: best effort, nothing follows from its answer.
         **{(s, (r, Notify)): to(s, via="_ignore") for s in _S for r in (_OK, _FAIL)},
         **{(s, Tick): _after_elector(s, "_on_tick") for s in (_S.FOLLOWING, _S.STARTING, _S.LEADING,
@@ -296,7 +300,6 @@ class Leadership(Machine):
         if max_start_attempts < 1:
             raise ValidationError(f"max_start_attempts must be >= 1, got {max_start_attempts}")
         self.elector = elector
-        self.state: LeadershipState = _S.FOLLOWING
         self._rng = rng
         self._max_attempts = max_start_attempts
         # Poll-only clients never hear their own request_resign; they act on it directly.

@@ -474,6 +474,9 @@ def apply_set_state(
     if update.id != row.id:
         raise ValidationError(f"update for job {update.id} applied to job {row.id}")
     running = row.state is JobState.RUNNING
+    if running:
+        # A pending cancel may turn the requested state into cancelled; both must be legal.
+        check_transition(JobState.RUNNING, Actor.COMPLETER, update.state)
     if not running and not update.metadata_do_merge:
         return row
     changes: dict[str, Any] = {}

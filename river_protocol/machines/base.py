@@ -133,11 +133,12 @@ def lookup(table: Table, state: enum.Enum, key: EventKey) -> Transition | None:
     return row
 
 
-def mermaid(table: Table, initial: enum.Enum | None = None) -> str:
+def mermaid(table: Table, initial: enum.Enum | None = None, *, loops: bool = True) -> str:
     """The table as a Mermaid ``stateDiagram-v2`` (pure text, arrows in table order).
 
-    Rows that keep the state and only ignore the event are left out; a
-    conditional row draws one arrow per next state it allows.
+    A conditional row draws one arrow per next state it allows. Rows that keep the
+    state and only ignore the event are left out, and with ``loops=False`` every
+    arrow back to the same state.
     """
     lines = ["stateDiagram-v2"]
     if initial is not None:
@@ -147,12 +148,82 @@ def mermaid(table: Table, initial: enum.Enum | None = None) -> str:
         if row.handler == "_ignore" and row.targets == (state,):
             continue
         for target in row.targets:
+            if target is state and not loops:
+                continue
             labels = edges.setdefault((str(state.value), str(target.value)), [])
             if key_name(key) not in labels:
                 labels.append(key_name(key))
     for (source, dest), labels in edges.items():
         lines.append(f"    {source} --> {dest}: {', '.join(labels)}")
     return "\n".join(lines) + "\n"
+
+
+def table_problems(machine: type[Machine]) -> list[str]:
+    """What is wrong with ``machine``'s table (empty when nothing is).
+
+    Every handler named must exist; every state named, source or target, must be a
+    member of the initial state's enum; every event must be a small immutable value
+    (a frozen dataclass ``Event``), results keyed as ``(IntentSucceeded|IntentFailed,
+    Intent type)``; every state must be reachable from ``INITIAL`` and accept ``Stop``.
+    """
+    name = machine.__name__
+    initial = getattr(machine, "INITIAL", None)
+    table = getattr(machine, "TABLE", None)
+    if not isinstance(initial, enum.Enum) or not isinstance(table, Mapping) or not table:
+        return [f"{name}: needs an INITIAL state and a non-empty TABLE"]
+    kind = type(initial)
+    problems: list[str] = []
+
+    def check_event(event_type: object, where: str) -> None:
+        if not (isinstance(event_type, type) and issubclass(event_type, Event)):
+            problems.append(f"{where}: {event_type!r} is not an Event type")
+            return
+        params = getattr(event_type, "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            problems.append(f"{where}: {event_type.__name__} is not a frozen dataclass")
+
+    for (state, key), row in table.items():
+        where = f"{name} row ({getattr(state, 'value', state)!r}, {_safe_key_name(key)})"
+        if not isinstance(state, kind):
+            problems.append(f"{where}: {state!r} is not a {kind.__name__}")
+        if isinstance(key, tuple):
+            result, intent = key
+            if result not in (IntentSucceeded, IntentFailed):
+                problems.append(f"{where}: results are keyed by IntentSucceeded or IntentFailed")
+            if not (isinstance(intent, type) and issubclass(intent, Intent)):
+                problems.append(f"{where}: {intent!r} is not an Intent type")
+        else:
+            if key in (IntentSucceeded, IntentFailed):
+                problems.append(f"{where}: a result needs its intent type in the key")
+            check_event(key, where)
+        if not isinstance(row, Transition):
+            problems.append(f"{where}: {row!r} is not a Transition")
+            continue
+        if not callable(getattr(machine, row.handler, None)):
+            problems.append(f"{where}: handler {row.handler} does not exist")
+        problems.extend(f"{where}: next state {t!r} is not a {kind.__name__}"
+                        for t in row.targets if not isinstance(t, kind))
+
+    reached, frontier = {initial}, [initial]
+    while frontier:
+        state = frontier.pop()
+        for (source, _), row in table.items():
+            if source is state and isinstance(row, Transition):
+                fresh = [t for t in row.targets if t not in reached]
+                reached.update(fresh)
+                frontier.extend(fresh)
+    for state in kind:
+        if state not in reached:
+            problems.append(f"{name}: state {state.value!r} cannot be reached from {initial.value!r}")
+        if (state, Stop) not in table:
+            problems.append(f"{name}: state {state.value!r} has no row for Stop")
+    return problems
+
+
+def _safe_key_name(key: object) -> str:
+    if isinstance(key, tuple) and all(isinstance(k, type) for k in key):
+        return key_name(key)
+    return key.__name__ if isinstance(key, type) else repr(key)
 
 
 # ---------------------------------------------------------------- output
@@ -196,15 +267,17 @@ def require_aware(now: datetime) -> None:
 class Machine:
     """Table-driven dispatch, in-flight intent tracking and named timers.
 
-    Subclasses set ``TABLE`` and ``state`` and implement ``_output``; a
+    Subclasses set ``TABLE`` and ``INITIAL`` and implement ``_output``; a
     handler records effects through ``_emit``, timers through ``_timers``, and
     in a conditional row its choice of next state through ``_enter``.
     """
 
     TABLE: ClassVar[Table]
+    INITIAL: ClassVar[enum.Enum]
     state: enum.Enum
 
     def __init__(self) -> None:
+        self.state = self.INITIAL
         self._timers: dict[str, datetime] = {}
         self._in_flight: dict[int, tuple[Intent, timedelta | None]] = {}
         self._emitted: list[Intent] = []

@@ -102,6 +102,9 @@ class _Batch:
 
 
 class Completer(Machine):
+    INITIAL: ClassVar[CompleterState] = _S.RUNNING
+    state: CompleterState
+
     TABLE: ClassVar[Table] = {
         (_S.RUNNING, Submit): to(_S.RUNNING, via="_on_submit"),
         (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
@@ -132,7 +135,6 @@ class Completer(Machine):
         batch. Rows end up exactly the same; only when they are written changes (low latency
         at low load, batches as large as the load makes them at high load)."""
         super().__init__()
-        self.state: CompleterState = _S.RUNNING
         self._rng = rng
         self._sub_batch_max = sub_batch_max
         self._high, self._low = backpressure_high, backpressure_low

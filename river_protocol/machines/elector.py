@@ -87,6 +87,9 @@ class TrustExpired(DeadlineEvent):
 
 
 class Elector(Machine):
+    INITIAL: ClassVar[ElectorState] = _S.NEW
+    state: ElectorState
+
     TABLE: ClassVar[Table] = {
         (_S.NEW, Start): to(_S.FOLLOWER, via="_on_start"),
         (_S.NEW, Stop): to(_S.STOPPED, via="_on_stop_idle"),
@@ -142,7 +145,6 @@ class Elector(Machine):
         if ttl <= LEADER_TRUST_MARGIN:
             raise ValidationError(f"leader TTL must exceed {LEADER_TRUST_MARGIN}, got {ttl}")
         self.client_id = client_id
-        self.state: ElectorState = _S.NEW
         self._rng = rng
         self._ttl, self._interval, self._jitter = ttl, elect_interval, elect_jitter
         self.term: Term | None = None

@@ -47,7 +47,7 @@ from river_protocol.machines.base import (
     uniform,
 )
 from river_protocol.machines.throttle import InsertNotifyThrottle
-from river_protocol.states import JobState
+from river_protocol.states import Actor, JobState, check_transition
 
 if TYPE_CHECKING:
     from river_protocol.cron import Schedule
@@ -150,6 +150,9 @@ _OK, _FAIL = IntentSucceeded, IntentFailed
 class MaintenanceService(Machine):
     """A service on an interval or a schedule; intents of one batch are issued one at a time."""
 
+    INITIAL: ClassVar[ServiceState] = _S.NEW
+    state: ServiceState
+
     TABLE: ClassVar[Table] = {
         (_S.NEW, Start): to(_S.WAITING, via="_on_start"),
         (_S.NEW, Stop): to(_S.STOPPED, via="_on_stop"),
@@ -188,7 +191,6 @@ class MaintenanceService(Machine):
         self._interval, self._schedule, self._stagger = interval, schedule, stagger
         self._timeout = timeout
         self.breaker = breaker or BatchSizeBreaker()
-        self.state: ServiceState = _S.NEW
         self._current: Intent | None = None
         self._run_started: datetime | None = None
         self._batches = 0
@@ -433,8 +435,23 @@ def rescue_decision(
 
     ``river:rescue_count`` is not in the update: both dialects increment it inside the
     RescueJobs statement (as Go does in SQL), so a value computed from this read could
-    only lose a concurrent increment.
+    only lose a concurrent increment. The change is checked against ``states.TRANSITIONS``
+    from running, the only state the rescue statement touches.
     """
+    update = _rescue_update(job, now, workers, job_timeout, retry_policy, rand)
+    if update is not None:
+        check_transition(JobState.RUNNING, Actor.RESCUER, update.state)
+    return update
+
+
+def _rescue_update(
+    job: JobRow,
+    now: datetime,
+    workers: Mapping[str, WorkerInfo],
+    job_timeout: timedelta,
+    retry_policy: RetryPolicy,
+    rand: Rng,
+) -> RescueUpdate | None:
     now_utc = now.astimezone(UTC)
     error = encode_attempt_error(now_utc, max(job.attempt, 0), RESCUE_ERROR)
     scheduled = job.scheduled_at or now_utc

@@ -121,6 +121,9 @@ class _Entry:
 
 
 class PeriodicEnqueuer(Machine):
+    INITIAL: ClassVar[PeriodicState] = _S.NEW
+    state: PeriodicState
+
     TABLE: ClassVar[Table] = {
         (_S.NEW, Start): to(_S.RUNNING, via="_on_start"),
         (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
@@ -139,7 +142,6 @@ class PeriodicEnqueuer(Machine):
     def __init__(self, rng: Rng, throttle: InsertNotifyThrottle | None = None,
                  jobs: tuple[PeriodicJob, ...] = ()) -> None:
         super().__init__()
-        self.state: PeriodicState = _S.NEW
         self._rng = rng
         self._throttle = throttle
         self._entries: dict[int, _Entry] = {}

@@ -164,6 +164,9 @@ def _metadata_equal(a: Any, b: Any) -> bool:
 
 
 class Producer(Machine):
+    INITIAL: ClassVar[ProducerState] = _S.NEW
+    state: ProducerState
+
     TABLE: ClassVar[Table] = {
         (_S.NEW, Start): to(_S.STARTING, via="_on_start"),
         (_S.STARTING, (_OK, UpsertQueue)): to(_S.RUNNING, via="_on_started"),
@@ -201,7 +204,6 @@ class Producer(Machine):
     def __init__(self, config: ProducerConfig, rng: Rng) -> None:
         super().__init__()
         self.config = config
-        self.state: ProducerState = _S.NEW
         self._rng = rng
         self.paused = False
         self._metadata: Any = {}
