@@ -17,9 +17,10 @@ A machine holds one table, ``(state, event key) -> Transition``, in the style
 of h11's ``EVENT_TRIGGERED_TRANSITIONS``: every transition the machine makes is
 a row, next state included, so the diagram can be read (and drawn, see
 ``mermaid``) from the data. The event key is the event's type, or for intent
-results ``(IntentSucceeded, IntentType)``; ``(IntentSucceeded, Intent)`` is a
-row for the results of any intent the state has no own row for. Anything
-missing from the table raises ``ProtocolError``: nothing guesses.
+results ``(IntentSucceeded, IntentType)`` (or ``IntentFailed``); a row keyed
+``(IntentSucceeded, Intent)`` takes the results of any intent the state has no
+own row for. Anything missing from the table raises ``ProtocolError``: nothing
+guesses.
 
 A row with one next state is entered by the machine before its handler runs.
 A row with several is a conditional: the handler picks one with ``_enter``,
