@@ -249,7 +249,7 @@ def _is_zero(moment: datetime | GoTime | None) -> bool:
 # ---------------------------------------------------------------- outcome -> update
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per finished job, and frozen init costs
 class _Request:
     """What every outcome's rule reads: the job, the times and the collected metadata."""
 
@@ -380,7 +380,8 @@ def outcome_to_update(
     MetadataSet); they are shallow-merged into the row's metadata.
     """
     final = _resolve(outcome, error_handler_cancel, remote_cancelled)
-    entry = next((OUTCOME_TRANSITIONS[t] for t in type(final).__mro__ if t in OUTCOME_TRANSITIONS), None)
+    entry = OUTCOME_TRANSITIONS.get(type(final)) or next(
+        (OUTCOME_TRANSITIONS[t] for t in type(final).__mro__ if t in OUTCOME_TRANSITIONS), None)
     if entry is None:
         raise ValidationError(f"not a work outcome: {outcome!r}")
     targets, rule = entry
