@@ -9,7 +9,7 @@ from river_protocol import diagrams, states
 from river_protocol.machines.base import key_name
 from river_protocol.states import TRANSITIONS, Actor
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "state-diagrams.md"
+DOC = Path(__file__).resolve().parents[2] / "docs/state-diagrams.md"
 ARROW = re.compile(r"^    (\S+) --> (\S+): (.+)$")
 
 
