@@ -35,10 +35,12 @@ from river_protocol.machines.base import (
     Machine,
     Output,
     Rng,
+    Stop,
     Table,
     Tick,
+    Transition,
     exponential_backoff,
-    require_aware,
+    to,
 )
 from river_protocol.machines.elector import Elector, ElectorState, LeadershipNotification, Start
 from river_protocol.machines.notifications import (
@@ -244,12 +246,47 @@ class LeadershipOutput(Output):
 
 
 _S = LeadershipState
+_OK, _FAIL = IntentSucceeded, IntentFailed
+_DUTIES = (_S.STARTING, _S.LEADING, _S.RETRY_WAIT, _S.GAVE_UP)
+
+
+def _after_elector(state: LeadershipState, via: str, *, can_win: bool = False) -> Transition:
+    # Conditional: the elector's report decides. While duties are on the elector leads, and any
+    # event may end that (its trust window is checked first): back to following. While
+    # following, only a won election (``can_win``) starts the duties.
+    if state is not _S.FOLLOWING:
+        return to(state, _S.FOLLOWING, via=via)
+    return to(_S.FOLLOWING, _S.STARTING, via=via) if can_win else to(_S.FOLLOWING, via=via)
 
 
 class Leadership(Machine):
-    """Elector plus duties. Events: Start, Stop, Tick, LeadershipNotification, ServicesStarted, answers."""
+    """Elector plus duties. Events: Start, Stop, Tick, LeadershipNotification, ServicesStarted, answers.
 
-    TABLE: ClassVar[Table] = {}  # dispatch is by event type below; the elector keeps its own table
+    The elector keeps its own table; rows here that hand an event on to it list the states
+    its report may lead to.
+    """
+
+    INITIAL: ClassVar[LeadershipState] = _S.FOLLOWING
+    state: LeadershipState
+
+    TABLE: ClassVar[Table] = {
+        (_S.FOLLOWING, Start): to(_S.FOLLOWING, via="_on_forward"),
+        **{(s, Stop): _after_elector(s, "_on_forward") for s in _S},
+        **{(s, LeadershipNotification): _after_elector(s, "_on_notification") for s in _S},
+        **{(s, (r, i)): _after_elector(s, "_on_forward", can_win=(r, i) == (_OK, LeaderElect))
+           for s in _S for r in (_OK, _FAIL) for i in _ELECTOR_INTENTS},
+        # Our own request_resign: best effort, nothing follows from its answer.
+        **{(s, (r, Notify)): to(s, via="_ignore") for s in _S for r in (_OK, _FAIL)},
+        **{(s, Tick): _after_elector(s, "_on_tick") for s in (_S.FOLLOWING, _S.STARTING, _S.LEADING,
+                                                                 _S.GAVE_UP)},
+        # Conditional: the retry timer starts the services again, and the elector may lose meanwhile.
+        (_S.RETRY_WAIT, Tick): to(_S.RETRY_WAIT, _S.STARTING, _S.FOLLOWING, via="_on_tick"),
+        **{(s, ServicesStarted): to(s, via="_on_started") for s in _S if s is not _S.STARTING},
+        # Conditional: started (lead), failed (wait and retry, or give up and ask to resign, which a
+        # poll-only client delivers to itself at once: following again); a stale answer changes nothing.
+        (_S.STARTING, ServicesStarted): to(
+            _S.STARTING, _S.LEADING, _S.RETRY_WAIT, _S.GAVE_UP, _S.FOLLOWING, via="_on_started"),
+    }
 
     def __init__(
         self,
@@ -263,7 +300,6 @@ class Leadership(Machine):
         if max_start_attempts < 1:
             raise ValidationError(f"max_start_attempts must be >= 1, got {max_start_attempts}")
         self.elector = elector
-        self.state: LeadershipState = _S.FOLLOWING
         self._rng = rng
         self._max_attempts = max_start_attempts
         # Poll-only clients never hear their own request_resign; they act on it directly.
@@ -271,6 +307,7 @@ class Leadership(Machine):
         self._term = 0
         self._attempt = 0
         self._flags: dict[str, Any] = {}
+        self._forwarded: list[Intent] = []
 
     @property
     def is_leader(self) -> bool:
@@ -283,29 +320,8 @@ class Leadership(Machine):
     # -- driver-facing --------------------------------------------------
 
     def handle(self, event: Event, now: datetime) -> LeadershipOutput:
-        require_aware(now)
-        self._emitted = []
-        self._flags = {}
-        forwarded: tuple[Intent, ...] = ()
-        own_answer = isinstance(event, IntentSucceeded | IntentFailed) and self._owns(event.intent)
-        if own_answer:
-            assert isinstance(event, IntentSucceeded | IntentFailed)
-            self._settle(event.intent)  # our request_resign: best effort, nothing follows from it
-        elif isinstance(event, ServicesStarted):
-            self._on_started(event, now)
-        elif isinstance(event, LeadershipNotification) and self.elector.state is ElectorState.NEW:
-            pass  # not started yet: the first elect attempt comes anyway
-        elif isinstance(event, Tick):
-            if self._due("retry", now) and self.state is _S.RETRY_WAIT:
-                self._start(now)
-            if self.elector.state is not ElectorState.NEW:
-                forwarded = self._forward(event, now)
-        else:
-            forwarded = self._forward(event, now)
-        own = tuple(self._emitted)
-        return LeadershipOutput(
-            intents=forwarded + own, next_deadline=self.next_deadline(), **self._flags,
-        )
+        out: LeadershipOutput = super().handle(event, now)
+        return out
 
     def next_deadline(self) -> datetime | None:
         own = min(self._timers.values(), default=None)
@@ -325,9 +341,27 @@ class Leadership(Machine):
 
     # -- internals --------------------------------------------------------
 
-    @staticmethod
-    def _owns(intent: Intent) -> bool:
-        return not isinstance(intent, _ELECTOR_INTENTS)
+    def _output(self, intents: tuple[Intent, ...], deadline: datetime | None) -> LeadershipOutput:
+        out = LeadershipOutput(intents=(*self._forwarded, *intents), next_deadline=deadline, **self._flags)
+        self._forwarded, self._flags = [], {}
+        return out
+
+    def _settle(self, intent: Intent) -> None:
+        if not isinstance(intent, _ELECTOR_INTENTS):  # the elector settles its own
+            super()._settle(intent)
+
+    def _on_forward(self, event: Event, now: datetime) -> None:
+        self._forwarded.extend(self._forward(event, now))
+
+    def _on_notification(self, event: LeadershipNotification, now: datetime) -> None:
+        if self.elector.state is not ElectorState.NEW:  # not started yet: the first elect comes anyway
+            self._on_forward(event, now)
+
+    def _on_tick(self, event: Tick, now: datetime) -> None:
+        if self._due("retry", now) and self.state is _S.RETRY_WAIT:
+            self._start(now)
+        if self.elector.state is not ElectorState.NEW:
+            self._on_forward(event, now)
 
     def _forward(self, event: Event, now: datetime) -> tuple[Intent, ...]:
         out = self.elector.handle(event, now)
@@ -344,32 +378,31 @@ class Leadership(Machine):
         return tuple(out.intents)
 
     def _start(self, now: datetime) -> None:
-        self.state = _S.STARTING
+        self._enter(_S.STARTING)
         self._attempt += 1
         self._flags["start_services"] = self._term
 
     def _end_duties(self) -> None:
-        if self.state in (_S.STARTING, _S.LEADING, _S.RETRY_WAIT, _S.GAVE_UP):
+        if self.state in _DUTIES:
             self._flags["stop_services"] = True
         self._timers.pop("retry", None)
-        self.state = _S.FOLLOWING
+        self._enter(_S.FOLLOWING)
 
     def _on_started(self, event: ServicesStarted, now: datetime) -> None:
         if event.term != self._term or self.state is not _S.STARTING:
             return  # an answer from a term already over
         if event.error is None:
-            self.state = _S.LEADING
+            self._enter(_S.LEADING)
             return
         self._flags["start_error"] = event.error
         self._flags["stop_services"] = True  # undo a partial start before trying again
         if self._attempt < self._max_attempts:
-            self.state = _S.RETRY_WAIT
+            self._enter(_S.RETRY_WAIT)
             self._timers["retry"] = now + exponential_backoff(self._attempt, _START_BACKOFF_RESET, self._rng)
             return
-        self.state = _S.GAVE_UP
+        self._enter(_S.GAVE_UP)
         self._flags["resign_requested"] = True
         self._emit(Notify(topic=TOPIC_LEADERSHIP, payloads=(build_request_resign(),)))
         if self._deliver_locally and self.elector.is_leader:
             request = LeadershipNotification(LeadershipPayload(ACTION_REQUEST_RESIGN, ""))
-            intents = self._forward(request, now)
-            self._emitted[:0] = list(intents)
+            self._on_forward(request, now)

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from river_protocol import metadata_keys
-from river_protocol.errors import EncodingError, ValidationError
+from river_protocol.errors import EncodingError, ProtocolError, ValidationError
 from river_protocol.golang.gotime import GoTime, format_rfc3339nano, to_gotime
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import AttemptError, JobRow, encode_attempt_error
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy, clamp_to_datetime
-from river_protocol.states import JobState
+from river_protocol.states import Actor, JobState, check_transition
 
 # Delays up to the scheduler interval bypass the scheduler: the job is made
 # available at once (its scheduled_at still holds the exact time).
@@ -249,6 +249,114 @@ def _is_zero(moment: datetime | GoTime | None) -> bool:
 # ---------------------------------------------------------------- outcome -> update
 
 
+@dataclass(slots=True)  # not frozen: built once per finished job, and frozen init costs
+class _Request:
+    """What every outcome's rule reads: the job, the times and the collected metadata."""
+
+    job: JobRow
+    now: GoTime
+    started_at: datetime | GoTime
+    updates: dict[str, Any]
+    interval_ns: int
+    retry_policy: RetryPolicy | None
+    rand: float | None
+    worker_next_retry: datetime | GoTime | None
+
+    @property
+    def now_dt(self) -> datetime:
+        return clamp_to_datetime(self.now)
+
+    @property
+    def merge(self) -> bool:
+        return bool(self.updates)
+
+    @property
+    def encoded(self) -> bytes:
+        return _encode_updates(self.updates) if self.updates else b"{}"
+
+    def error(self, text: str, trace: str = "") -> bytes:
+        return encode_attempt_error(self.started_at, self.job.attempt, text, trace)
+
+    def finalize(self, state: JobState, error: bytes | None = None) -> SetStateUpdate:
+        return SetStateUpdate(
+            id=self.job.id, state=state, error=error, finalized_at=self.now_dt,
+            metadata_do_merge=self.merge, metadata_updates=self.encoded,
+        )
+
+
+def _snoozed(r: _Request, final: Snooze) -> SetStateUpdate:
+    updates = {**r.updates, SNOOZES_KEY: _go_int64(gjson_int(r.job.metadata.get(SNOOZES_KEY)) + 1)}
+    delay_ns = final.duration_ns
+    target = GoTime(r.now.unix_ns + delay_ns, r.now.tz)
+    return SetStateUpdate(
+        id=r.job.id,
+        state=JobState.AVAILABLE if delay_ns <= r.interval_ns else JobState.SCHEDULED,
+        attempt=r.job.attempt - 1,
+        scheduled_at=clamp_to_datetime(target),
+        metadata_do_merge=True,
+        metadata_updates=_encode_updates(updates),
+    )
+
+
+def _completed(r: _Request, final: Completed) -> SetStateUpdate:
+    return r.finalize(JobState.COMPLETED)
+
+
+def _interrupted(r: _Request, final: Interrupted) -> SetStateUpdate:
+    return SetStateUpdate(
+        id=r.job.id, state=JobState.AVAILABLE, attempt=max(r.job.attempt - 1, 0), scheduled_at=r.now_dt,
+        metadata_do_merge=r.merge, metadata_updates=r.encoded,
+    )
+
+
+def _cancelled(r: _Request, final: Cancel) -> SetStateUpdate:
+    return r.finalize(JobState.CANCELLED, r.error(final.message))
+
+
+def _handler_cancelled(r: _Request, final: _HandlerCancel) -> SetStateUpdate:
+    return r.finalize(JobState.CANCELLED, r.error(final.error, final.trace))
+
+
+def _discarded(r: _Request, final: Discard) -> SetStateUpdate:
+    return r.finalize(JobState.DISCARDED, r.error(final.error))
+
+
+def _failed(r: _Request, final: Failed) -> SetStateUpdate:
+    error = r.error(final.error, final.trace)
+    if r.job.attempt >= r.job.max_attempts:
+        return r.finalize(JobState.DISCARDED, error)
+    retry_at = next_retry_time(
+        r.job, now=r.now, retry_policy=r.retry_policy, rand=r.rand, worker_next_retry=r.worker_next_retry
+    )
+    soon = retry_at.unix_ns - r.now.unix_ns <= r.interval_ns
+    return SetStateUpdate(
+        id=r.job.id,
+        state=JobState.AVAILABLE if soon else JobState.RETRYABLE,
+        error=error,
+        scheduled_at=clamp_to_datetime(retry_at),
+        metadata_do_merge=r.merge,
+        metadata_updates=r.encoded,
+    )
+
+
+_A, _S = JobState.AVAILABLE, JobState.SCHEDULED
+
+# Outcome (after the remote-cancel and error-handler overrides) -> the states it may move
+# the running job to, and the rule that builds the request. Several states make the rule a
+# conditional; ``outcome_to_update`` checks its choice here and against ``states.TRANSITIONS``.
+OUTCOME_TRANSITIONS: Mapping[type, tuple[frozenset[JobState], Callable[[_Request, Any], SetStateUpdate]]] = {
+    Completed: (frozenset({JobState.COMPLETED}), _completed),
+    # A snooze within the scheduler interval skips the scheduler.
+    Snooze: (frozenset({_A, _S}), _snoozed),
+    Interrupted: (frozenset({_A}), _interrupted),
+    Cancel: (frozenset({JobState.CANCELLED}), _cancelled),
+    _HandlerCancel: (frozenset({JobState.CANCELLED}), _handler_cancelled),
+    Discard: (frozenset({JobState.DISCARDED}), _discarded),
+    # Out of attempts: discarded; else retried, at once when the retry is within the interval.
+    Failed: (frozenset({JobState.DISCARDED, _A, JobState.RETRYABLE}), _failed),
+}
+
+
 def outcome_to_update(
     job: JobRow,
     outcome: Outcome,
@@ -271,68 +379,26 @@ def outcome_to_update(
     ``metadata_updates`` are the values collected during the run (output,
     MetadataSet); they are shallow-merged into the row's metadata.
     """
-    now_go = to_gotime(now)
-    now_dt = clamp_to_datetime(now_go)
-    updates: dict[str, Any] = dict(metadata_updates or {})
-    interval_ns = _timedelta_ns(scheduler_interval)
     final = _resolve(outcome, error_handler_cancel, remote_cancelled)
-
-    if isinstance(final, Snooze):
-        updates[SNOOZES_KEY] = _go_int64(gjson_int(job.metadata.get(SNOOZES_KEY)) + 1)
-        delay_ns = final.duration_ns
-        target = GoTime(now_go.unix_ns + delay_ns, now_go.tz)
-        return SetStateUpdate(
-            id=job.id,
-            state=JobState.AVAILABLE if delay_ns <= interval_ns else JobState.SCHEDULED,
-            attempt=job.attempt - 1,
-            scheduled_at=clamp_to_datetime(target),
-            metadata_do_merge=True,
-            metadata_updates=_encode_updates(updates),
-        )
-
-    merge = bool(updates)
-    encoded = _encode_updates(updates) if merge else b"{}"
-
-    if isinstance(final, Completed):
-        return SetStateUpdate(
-            id=job.id, state=JobState.COMPLETED, finalized_at=now_dt,
-            metadata_do_merge=merge, metadata_updates=encoded,
-        )
-    if isinstance(final, Interrupted):
-        return SetStateUpdate(
-            id=job.id, state=JobState.AVAILABLE, attempt=max(job.attempt - 1, 0), scheduled_at=now_dt,
-            metadata_do_merge=merge, metadata_updates=encoded,
-        )
-
-    if isinstance(final, Cancel):
-        text, trace, state = final.message, "", JobState.CANCELLED
-    elif isinstance(final, _HandlerCancel):
-        text, trace, state = final.error, final.trace, JobState.CANCELLED
-    elif isinstance(final, Discard):
-        text, trace, state = final.error, "", JobState.DISCARDED
-    else:
-        text, trace = final.error, final.trace
-        state = JobState.DISCARDED if job.attempt >= job.max_attempts else JobState.RETRYABLE
-    error = encode_attempt_error(started_at, job.attempt, text, trace)
-
-    if state is not JobState.RETRYABLE:
-        return SetStateUpdate(
-            id=job.id, state=state, error=error, finalized_at=now_dt,
-            metadata_do_merge=merge, metadata_updates=encoded,
-        )
-
-    retry_at = next_retry_time(
-        job, now=now_go, retry_policy=retry_policy, rand=rand, worker_next_retry=worker_next_retry
+    entry = OUTCOME_TRANSITIONS.get(type(final)) or next(
+        (OUTCOME_TRANSITIONS[t] for t in type(final).__mro__ if t in OUTCOME_TRANSITIONS), None)
+    if entry is None:
+        raise ValidationError(f"not a work outcome: {outcome!r}")
+    targets, rule = entry
+    request = _Request(
+        job=job, now=to_gotime(now), started_at=started_at, updates=dict(metadata_updates or {}),
+        interval_ns=_timedelta_ns(scheduler_interval), retry_policy=retry_policy, rand=rand,
+        worker_next_retry=worker_next_retry,
     )
-    soon = retry_at.unix_ns - now_go.unix_ns <= interval_ns
-    return SetStateUpdate(
-        id=job.id,
-        state=JobState.AVAILABLE if soon else JobState.RETRYABLE,
-        error=error,
-        scheduled_at=clamp_to_datetime(retry_at),
-        metadata_do_merge=merge,
-        metadata_updates=encoded,
-    )
+    update = rule(request, final)
+    if update.state not in targets:
+        raise ProtocolError(
+            f"{type(final).__name__} outcome chose {update.state.value}; it may only lead to"
+            f" {', '.join(sorted(t.value for t in targets))}"
+        )
+    # The request only applies to a running row ("set state if running"), whatever ``job`` says.
+    check_transition(JobState.RUNNING, Actor.COMPLETER, update.state)
+    return update
 
 
 def _timedelta_ns(value: timedelta) -> int:
@@ -409,6 +475,9 @@ def apply_set_state(
     if update.id != row.id:
         raise ValidationError(f"update for job {update.id} applied to job {row.id}")
     running = row.state is JobState.RUNNING
+    if running:
+        # A pending cancel may turn the requested state into cancelled; both must be legal.
+        check_transition(JobState.RUNNING, Actor.COMPLETER, update.state)
     if not running and not update.metadata_do_merge:
         return row
     changes: dict[str, Any] = {}

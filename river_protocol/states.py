@@ -1,8 +1,10 @@
 """Job states and River's state diagram, in one table.
 
 The table lists every transition River's components make (docs/protocol.md §4).
-Machines and the lifecycle property test consult it; nothing else decides
-whether a state change is legal.
+Nothing else decides whether a state change is legal: the completer's
+outcome mapping (``outcomes``), its database model and the rescuer check
+every change they make against it at run time, and the lifecycle property
+test checks the model's. ``mermaid`` draws it (docs/state-diagrams.md).
 """
 
 from __future__ import annotations
@@ -84,6 +86,37 @@ def check_transition(current: JobState | None, actor: Actor, target: JobState | 
         cur = current.value if current else "(new)"
         tgt = target.value if target else "(deleted)"
         raise ProtocolError(f"illegal transition {cur} -> {tgt} by {actor.value}")
+
+
+# The diagram's reading order: a job's life from insert to deletion.
+_LIFE_ORDER: tuple[JobState | None, ...] = (
+    None, S.PENDING, S.SCHEDULED, S.AVAILABLE, S.RUNNING, S.RETRYABLE, S.COMPLETED, S.CANCELLED, S.DISCARDED,
+)
+
+
+def mermaid() -> str:
+    """``TRANSITIONS`` as a Mermaid ``stateDiagram-v2``: one arrow per (from, to), labelled by actors.
+
+    ``[*]`` is a new row as a source and a deleted row as a target. Arrows are sorted (the
+    table is built from sets, whose order changes between processes), so the text is stable.
+    """
+    actors: dict[tuple[JobState | None, JobState | None], set[Actor]] = {}
+    for (current, actor), targets in TRANSITIONS.items():
+        for target in targets:
+            actors.setdefault((current, target), set()).add(actor)
+    rank = {state: i for i, state in enumerate(_LIFE_ORDER)}
+    actor_rank = {actor: i for i, actor in enumerate(Actor)}
+
+    def edge_order(edge: tuple[JobState | None, JobState | None]) -> tuple[int, int]:
+        return rank[edge[0]], len(rank) if edge[1] is None else rank[edge[1]]
+
+    lines = ["stateDiagram-v2"]
+    for current, target in sorted(actors, key=edge_order):
+        names = ", ".join(a.value for a in sorted(actors[(current, target)], key=actor_rank.__getitem__))
+        source = "[*]" if current is None else current.value
+        dest = "[*]" if target is None else target.value
+        lines.append(f"    {source} --> {dest}: {names}")
+    return "\n".join(lines) + "\n"
 
 
 def parse_states(values: Iterable[str | JobState]) -> tuple[JobState, ...]:

@@ -39,6 +39,7 @@ from river_protocol.machines.base import (
     Table,
     Tick,
     exponential_backoff,
+    to,
 )
 
 
@@ -101,16 +102,22 @@ class _Batch:
 
 
 class Completer(Machine):
+    INITIAL: ClassVar[CompleterState] = _S.RUNNING
+    state: CompleterState
+
     TABLE: ClassVar[Table] = {
-        (_S.RUNNING, Submit): "_on_submit",
-        (_S.RUNNING, Tick): "_on_tick",
-        (_S.STOPPING, Tick): "_on_tick",
-        (_S.STOPPED, Tick): "_ignore",
-        (_S.RUNNING, Stop): "_on_stop",
-        (_S.STOPPING, Stop): "_ignore",
-        (_S.STOPPED, Stop): "_ignore",
-        **{(s, (_OK, _STMT)): "_on_done" for s in (_S.RUNNING, _S.STOPPING)},
-        **{(s, (_FAIL, _STMT)): "_on_failed" for s in (_S.RUNNING, _S.STOPPING)},
+        (_S.RUNNING, Submit): to(_S.RUNNING, via="_on_submit"),
+        (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
+        (_S.RUNNING, (_OK, _STMT)): to(_S.RUNNING, via="_on_done"),
+        (_S.RUNNING, (_FAIL, _STMT)): to(_S.RUNNING, via="_on_failed"),
+        # Conditional from here on: whichever event leaves nothing pending or in flight stops it.
+        (_S.RUNNING, Stop): to(_S.STOPPING, _S.STOPPED, via="_on_stop"),
+        (_S.STOPPING, Tick): to(_S.STOPPING, _S.STOPPED, via="_on_tick"),
+        (_S.STOPPING, (_OK, _STMT)): to(_S.STOPPING, _S.STOPPED, via="_on_done"),
+        (_S.STOPPING, (_FAIL, _STMT)): to(_S.STOPPING, _S.STOPPED, via="_on_failed"),
+        (_S.STOPPING, Stop): to(_S.STOPPING, via="_ignore"),
+        (_S.STOPPED, Tick): to(_S.STOPPED, via="_ignore"),
+        (_S.STOPPED, Stop): to(_S.STOPPED, via="_ignore"),
     }
 
     def __init__(
@@ -128,7 +135,6 @@ class Completer(Machine):
         batch. Rows end up exactly the same; only when they are written changes (low latency
         at low load, batches as large as the load makes them at high load)."""
         super().__init__()
-        self.state: CompleterState = _S.RUNNING
         self._rng = rng
         self._sub_batch_max = sub_batch_max
         self._high, self._low = backpressure_high, backpressure_low
@@ -215,7 +221,7 @@ class Completer(Machine):
             self._start_flush(now)
 
     def _on_stop(self, event: Stop, now: datetime) -> None:
-        self.state = _S.STOPPING
+        self._enter(_S.STOPPING)
         self._timers.pop("tick", None)
         if self._idle():
             self._start_flush(now)
@@ -310,6 +316,6 @@ class Completer(Machine):
 
     def _maybe_stopped(self) -> None:
         if self.state is _S.STOPPING and self._idle() and not self._pending:
-            self.state = _S.STOPPED
+            self._enter(_S.STOPPED)
             self._timers.clear()
             self._stopped_now = True

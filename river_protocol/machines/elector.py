@@ -28,6 +28,7 @@ from river_protocol.constants import (
 from river_protocol.errors import ProtocolError, ValidationError
 from river_protocol.intents import Intent, LeaderElect, LeaderReelect, LeaderResign, LeaderRow
 from river_protocol.machines.base import (
+    DeadlineEvent,
     Event,
     IntentFailed,
     IntentSucceeded,
@@ -38,6 +39,7 @@ from river_protocol.machines.base import (
     Table,
     Tick,
     exponential_backoff,
+    to,
     uniform,
 )
 from river_protocol.machines.notifications import ACTION_REQUEST_RESIGN, ACTION_RESIGNED, LeadershipPayload
@@ -79,35 +81,52 @@ _OK, _FAIL = IntentSucceeded, IntentFailed
 _ALL = tuple(ElectorState)
 
 
+@dataclass(frozen=True, slots=True)
+class TrustExpired(DeadlineEvent):
+    """The leader's trust window ran out: it steps down before anything else is handled."""
+
+
 class Elector(Machine):
+    INITIAL: ClassVar[ElectorState] = _S.NEW
+    state: ElectorState
+
     TABLE: ClassVar[Table] = {
-        (_S.NEW, Start): "_on_start",
-        (_S.NEW, Stop): "_on_stop_idle",
-        (_S.FOLLOWER, Tick): "_on_follower_tick",
-        (_S.FOLLOWER, (_OK, LeaderElect)): "_on_elected",
-        (_S.FOLLOWER, (_FAIL, LeaderElect)): "_on_elect_failed",
-        (_S.FOLLOWER, LeadershipNotification): "_on_follower_notification",
-        (_S.FOLLOWER, Stop): "_on_stop_idle",
-        (_S.LEADER, Tick): "_on_leader_tick",
-        (_S.LEADER, (_OK, LeaderReelect)): "_on_reelected",
-        (_S.LEADER, (_FAIL, LeaderReelect)): "_on_reelect_failed",
-        (_S.LEADER, LeadershipNotification): "_on_leader_notification",
-        (_S.LEADER, Stop): "_on_stop_leader",
-        (_S.RESIGNING, Tick): "_on_resign_tick",
-        (_S.RESIGNING, (_OK, LeaderResign)): "_on_resigned",
-        (_S.RESIGNING, (_FAIL, LeaderResign)): "_on_resign_failed",
-        (_S.RESIGNING, LeadershipNotification): "_ignore",
-        (_S.RESIGNING, Stop): "_on_stop_resigning",
-        (_S.STOPPED, Tick): "_ignore",
-        (_S.STOPPED, Stop): "_ignore",
-        (_S.STOPPED, LeadershipNotification): "_ignore",
+        (_S.NEW, Start): to(_S.FOLLOWER, via="_on_start"),
+        (_S.NEW, Stop): to(_S.STOPPED, via="_on_stop_idle"),
+        (_S.FOLLOWER, Tick): to(_S.FOLLOWER, via="_on_follower_tick"),
+        # Conditional: lost (stay), won, or won too late to trust (resign at once).
+        (_S.FOLLOWER, (_OK, LeaderElect)): to(_S.FOLLOWER, _S.LEADER, _S.RESIGNING, via="_on_elected"),
+        (_S.FOLLOWER, (_FAIL, LeaderElect)): to(_S.FOLLOWER, via="_on_elect_failed"),
+        (_S.FOLLOWER, LeadershipNotification): to(_S.FOLLOWER, via="_on_follower_notification"),
+        (_S.FOLLOWER, Stop): to(_S.STOPPED, via="_on_stop_idle"),
+        (_S.LEADER, Tick): to(_S.LEADER, via="_on_leader_tick"),
+        (_S.LEADER, TrustExpired): to(_S.RESIGNING, via="_on_trust_expired"),
+        # Conditional: kept, lost to another client (follow), or kept too late to trust (resign).
+        (_S.LEADER, (_OK, LeaderReelect)): to(_S.LEADER, _S.FOLLOWER, _S.RESIGNING, via="_on_reelected"),
+        (_S.LEADER, (_FAIL, LeaderReelect)): to(_S.LEADER, via="_on_reelect_failed"),
+        # Conditional: only request_resign makes the leader step down.
+        (_S.LEADER, LeadershipNotification): to(_S.LEADER, _S.RESIGNING, via="_on_leader_notification"),
+        (_S.LEADER, Stop): to(_S.RESIGNING, via="_on_stop_leader"),
+        (_S.RESIGNING, Tick): to(_S.RESIGNING, via="_on_resign_tick"),
+        # Conditional: another term left to give up (stay), else follow again, or stop if asked to.
+        (_S.RESIGNING, (_OK, LeaderResign)): to(_S.RESIGNING, _S.FOLLOWER, _S.STOPPED, via="_on_resigned"),
+        (_S.RESIGNING, (_FAIL, LeaderResign)): to(
+            _S.RESIGNING, _S.FOLLOWER, _S.STOPPED, via="_on_resign_failed"),
+        (_S.RESIGNING, LeadershipNotification): to(_S.RESIGNING, via="_ignore"),
+        (_S.RESIGNING, Stop): to(_S.RESIGNING, via="_on_stop_resigning"),
+        (_S.STOPPED, Tick): to(_S.STOPPED, via="_ignore"),
+        (_S.STOPPED, Stop): to(_S.STOPPED, via="_ignore"),
+        (_S.STOPPED, LeadershipNotification): to(_S.STOPPED, via="_ignore"),
         # A term won by an elect answered after stop must still be given up.
-        **{(s, (_OK, LeaderElect)): "_on_late_elected" for s in (_S.LEADER, _S.RESIGNING, _S.STOPPED)},
-        **{(s, (_FAIL, LeaderElect)): "_ignore" for s in (_S.LEADER, _S.RESIGNING, _S.STOPPED)},
+        (_S.LEADER, (_OK, LeaderElect)): to(_S.LEADER, via="_on_late_elected"),
+        (_S.RESIGNING, (_OK, LeaderElect)): to(_S.RESIGNING, via="_on_late_elected"),
+        # Conditional: only a won term makes a stopped elector resign it.
+        (_S.STOPPED, (_OK, LeaderElect)): to(_S.STOPPED, _S.RESIGNING, via="_on_late_elected"),
+        **{(s, (_FAIL, LeaderElect)): to(s, via="_ignore") for s in (_S.LEADER, _S.RESIGNING, _S.STOPPED)},
         # Reelect answers that arrive after a step-down no longer matter.
-        **{(s, (r, LeaderReelect)): "_ignore" for s in (_S.FOLLOWER, _S.RESIGNING, _S.STOPPED)
+        **{(s, (r, LeaderReelect)): to(s, via="_ignore") for s in (_S.FOLLOWER, _S.RESIGNING, _S.STOPPED)
            for r in (_OK, _FAIL)},
-        **{(s, (r, LeaderResign)): "_ignore" for s in (_S.FOLLOWER, _S.LEADER, _S.STOPPED)
+        **{(s, (r, LeaderResign)): to(s, via="_ignore") for s in (_S.FOLLOWER, _S.LEADER, _S.STOPPED)
            for r in (_OK, _FAIL)},
     }
 
@@ -126,7 +145,6 @@ class Elector(Machine):
         if ttl <= LEADER_TRUST_MARGIN:
             raise ValidationError(f"leader TTL must exceed {LEADER_TRUST_MARGIN}, got {ttl}")
         self.client_id = client_id
-        self.state: ElectorState = _S.NEW
         self._rng = rng
         self._ttl, self._interval, self._jitter = ttl, elect_interval, elect_jitter
         self.term: Term | None = None
@@ -159,7 +177,6 @@ class Elector(Machine):
     # ---------------------------------------------------------------- follower
 
     def _on_start(self, event: Start, now: datetime) -> None:
-        self.state = _S.FOLLOWER
         self._timers["elect"] = now
 
     def _on_follower_tick(self, event: Tick, now: datetime) -> None:
@@ -175,10 +192,14 @@ class Elector(Machine):
             return
         self._become_leader(self._new_term(event.result, self._attempt_started), now)
 
-    def _before(self, now: datetime) -> None:
+    def _deadline_events(self, now: datetime) -> tuple[TrustExpired, ...]:
         # Trust is local and time-bound: whatever arrives, a leader past its window steps down first.
         if self.state is _S.LEADER and self.term is not None and now >= self.term.trust_until:
-            self._step_down(now, resign=True)
+            return (TrustExpired(),)
+        return ()
+
+    def _on_trust_expired(self, event: TrustExpired, now: datetime) -> None:
+        self._step_down(now, resign=True)
 
     def _become_leader(self, term: Term, now: datetime) -> None:
         if now >= term.trust_until:
@@ -188,7 +209,7 @@ class Elector(Machine):
             return
         self._errors = 0
         self.term = term
-        self.state = _S.LEADER
+        self._enter(_S.LEADER)
         self._became = True
         self._timers.pop("elect", None)
         self._timers["reelect"] = now + self._interval
@@ -207,10 +228,8 @@ class Elector(Machine):
     # ---------------------------------------------------------------- leader
 
     def _on_leader_tick(self, event: Tick, now: datetime) -> None:
+        # A tick at or past the trust window never gets here: TrustExpired ran first.
         assert self.term is not None
-        if now >= self.term.trust_until:
-            self._step_down(now, resign=True)
-            return
         if self._due("reelect", now) and self._flight_of(LeaderReelect) is None:
             self._attempt_started = now
             timeout = min(ELECT_TIMEOUT, self.term.trust_until - now)
@@ -235,10 +254,7 @@ class Elector(Machine):
 
     def _on_reelect_failed(self, event: IntentFailed, now: datetime) -> None:
         assert self.term is not None
-        remaining = self.term.trust_until - now
-        if remaining <= timedelta(0):
-            self._step_down(now, resign=True)
-            return
+        remaining = self.term.trust_until - now  # positive: TrustExpired ran first otherwise
         self._errors += 1
         wait = exponential_backoff(self._errors, REELECT_BACKOFF_RESET, self._rng)
         self._timers["reelect"] = now + min(wait, remaining)
@@ -265,7 +281,7 @@ class Elector(Machine):
     # ---------------------------------------------------------------- resigning
 
     def _begin_resign(self, now: datetime) -> None:
-        self.state = _S.RESIGNING
+        self._enter(_S.RESIGNING)
         self._resign_attempt = 1
         self._send_resign()
 
@@ -305,7 +321,7 @@ class Elector(Machine):
             self._finish()
             return
         # Back to following at once: this client may win again (Go does the same).
-        self.state = _S.FOLLOWER
+        self._enter(_S.FOLLOWER)
         self._timers["elect"] = now
 
     # ---------------------------------------------------------------- stop
@@ -315,7 +331,7 @@ class Elector(Machine):
         self._finish()
 
     def _finish(self) -> None:
-        self.state = _S.STOPPED
+        self._enter(_S.STOPPED)
         self._timers.clear()
         self._stopped_now = True
 
@@ -326,6 +342,6 @@ class Elector(Machine):
         term = self._new_term(event.result, self._attempt_started)
         self._resign_terms.append(term)
         if self.state is _S.STOPPED:
-            self.state = _S.RESIGNING
+            self._enter(_S.RESIGNING)
             self._resign_attempt = 1
             self._send_resign()

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from river_protocol import constants as C
-from river_protocol.errors import ProtocolError, ValidationError
+from river_protocol.errors import ValidationError
 from river_protocol.intents import (
     DeleteExpiredQueues,
     DeleteFinalizedBefore,
@@ -43,10 +43,11 @@ from river_protocol.machines.base import (
     Stop,
     Table,
     Tick,
+    to,
     uniform,
 )
 from river_protocol.machines.throttle import InsertNotifyThrottle
-from river_protocol.states import JobState
+from river_protocol.states import Actor, JobState, check_transition
 
 if TYPE_CHECKING:
     from river_protocol.cron import Schedule
@@ -143,18 +144,30 @@ class MaintenanceOutput(Output):
 
 
 _S = ServiceState
+_OK, _FAIL = IntentSucceeded, IntentFailed
 
 
 class MaintenanceService(Machine):
     """A service on an interval or a schedule; intents of one batch are issued one at a time."""
 
+    INITIAL: ClassVar[ServiceState] = _S.NEW
+    state: ServiceState
+
     TABLE: ClassVar[Table] = {
-        (_S.NEW, Start): "_on_start",
-        (_S.NEW, Stop): "_on_stop",
-        **{(s, Tick): "_on_tick" for s in (_S.WAITING, _S.WORKING)},
-        **{(s, Stop): "_on_stop" for s in (_S.WAITING, _S.WORKING)},
-        (_S.STOPPED, Tick): "_ignore",
-        (_S.STOPPED, Stop): "_ignore",
+        (_S.NEW, Start): to(_S.WAITING, via="_on_start"),
+        (_S.NEW, Stop): to(_S.STOPPED, via="_on_stop"),
+        # Conditional: a due run starts working, and a run with nothing to do ends at once.
+        (_S.WAITING, Tick): to(_S.WAITING, _S.WORKING, via="_on_tick"),
+        (_S.WORKING, Tick): to(_S.WORKING, _S.WAITING, via="_on_tick"),
+        **{(s, Stop): to(_S.STOPPED, via="_on_stop") for s in (_S.WAITING, _S.WORKING)},
+        (_S.STOPPED, Tick): to(_S.STOPPED, via="_ignore"),
+        (_S.STOPPED, Stop): to(_S.STOPPED, via="_ignore"),
+        # Results of any statement a job names (``Intent`` rows). Conditional while working:
+        # the answer to the last statement of a run ends it. Others are notifications fired
+        # on the side, or answers that outlived their run.
+        (_S.WORKING, (_OK, Intent)): to(_S.WORKING, _S.WAITING, via="_on_result"),
+        (_S.WORKING, (_FAIL, Intent)): to(_S.WORKING, _S.WAITING, via="_on_result"),
+        **{(s, (r, Intent)): to(s, via="_ignore") for s in (_S.WAITING, _S.STOPPED) for r in (_OK, _FAIL)},
     }
 
     def __init__(
@@ -178,26 +191,15 @@ class MaintenanceService(Machine):
         self._interval, self._schedule, self._stagger = interval, schedule, stagger
         self._timeout = timeout
         self.breaker = breaker or BatchSizeBreaker()
-        self.state: ServiceState = _S.NEW
         self._current: Intent | None = None
         self._run_started: datetime | None = None
         self._batches = 0
         self._runs: list[RunCompleted] = []
         self._stopped_now = False
 
-    # Results dispatch on the intent kinds a job uses; accept any intent type in these states.
     def handle(self, event: Event, now: datetime) -> MaintenanceOutput:
-        if isinstance(event, IntentSucceeded | IntentFailed):
-            if self.state is _S.NEW:
-                raise ProtocolError(f"{self.name}: {type(event).__name__} before start")
-            self._settle(event.intent)
-            self._emitted = []
-            if self.state is _S.WORKING and event.intent is self._current:
-                self._on_answer(event, now)
-            out: MaintenanceOutput = self._output(tuple(self._emitted), self.next_deadline())
-            return out
-        result: MaintenanceOutput = super().handle(event, now)
-        return result
+        out: MaintenanceOutput = super().handle(event, now)
+        return out
 
     def _output(self, intents: tuple[Intent, ...], deadline: datetime | None) -> MaintenanceOutput:
         out = MaintenanceOutput(intents=intents, next_deadline=deadline, runs=tuple(self._runs),
@@ -210,7 +212,6 @@ class MaintenanceService(Machine):
         return self.breaker.batch_size()
 
     def _on_start(self, event: Start, now: datetime) -> None:
-        self.state = _S.WAITING
         if self._schedule is not None:
             self._plan_scheduled(now)
             return
@@ -224,7 +225,6 @@ class MaintenanceService(Machine):
             self._timers["run"] = at
 
     def _on_stop(self, event: Stop, now: datetime) -> None:
-        self.state = _S.STOPPED
         self._timers.clear()
         self._current = None
         self._stopped_now = True
@@ -237,7 +237,7 @@ class MaintenanceService(Machine):
                 # Go's ticker drops ticks while a run is busy; so do we.
                 self._plan_next_run(now)
                 return
-            self.state = _S.WORKING
+            self._enter(_S.WORKING)
             self._run_started = now
             self._batches = 0
             self.job.begin(now)
@@ -255,7 +255,9 @@ class MaintenanceService(Machine):
         self._current = intent
         self._emit(intent, timeout)
 
-    def _on_answer(self, event: IntentSucceeded | IntentFailed, now: datetime) -> None:
+    def _on_result(self, event: IntentSucceeded | IntentFailed, now: datetime) -> None:
+        if event.intent is not self._current:
+            return  # a notification fired on the side
         self._current = None
         if isinstance(event, IntentFailed):
             if event.timed_out and self.job.batched:
@@ -278,7 +280,7 @@ class MaintenanceService(Machine):
         self._end_run(now, None)
 
     def _end_run(self, now: datetime, error: BaseException | None) -> None:
-        self.state = _S.WAITING
+        self._enter(_S.WAITING)
         self._runs.append(RunCompleted(self.name, self._batches, error))
         self._plan_next_run(now)
 
@@ -433,8 +435,23 @@ def rescue_decision(
 
     ``river:rescue_count`` is not in the update: both dialects increment it inside the
     RescueJobs statement (as Go does in SQL), so a value computed from this read could
-    only lose a concurrent increment.
+    only lose a concurrent increment. The change is checked against ``states.TRANSITIONS``
+    from running, the only state the rescue statement touches.
     """
+    update = _rescue_update(job, now, workers, job_timeout, retry_policy, rand)
+    if update is not None:
+        check_transition(JobState.RUNNING, Actor.RESCUER, update.state)
+    return update
+
+
+def _rescue_update(
+    job: JobRow,
+    now: datetime,
+    workers: Mapping[str, WorkerInfo],
+    job_timeout: timedelta,
+    retry_policy: RetryPolicy,
+    rand: Rng,
+) -> RescueUpdate | None:
     now_utc = now.astimezone(UTC)
     error = encode_attempt_error(now_utc, max(job.attempt, 0), RESCUE_ERROR)
     scheduled = job.scheduled_at or now_utc

@@ -29,6 +29,7 @@ from river_protocol.machines.base import (
     Stop,
     Table,
     Tick,
+    to,
 )
 from river_protocol.machines.throttle import InsertNotifyThrottle
 
@@ -120,25 +121,27 @@ class _Entry:
 
 
 class PeriodicEnqueuer(Machine):
+    INITIAL: ClassVar[PeriodicState] = _S.NEW
+    state: PeriodicState
+
     TABLE: ClassVar[Table] = {
-        (_S.NEW, Start): "_on_start",
-        (_S.RUNNING, Tick): "_on_tick",
-        **{(s, e): name for s in (_S.NEW, _S.RUNNING) for e, name in (
+        (_S.NEW, Start): to(_S.RUNNING, via="_on_start"),
+        (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
+        **{(s, e): to(s, via=name) for s in (_S.NEW, _S.RUNNING) for e, name in (
             (AddPeriodicJobs, "_on_add"), (RemovePeriodicJobs, "_on_remove"),
             (ClearPeriodicJobs, "_on_clear"))},
         # Go logs a failed insert and moves on: those runs are skipped, not retried.
-        **{(s, (r, i)): "_ignore" for s in (_S.RUNNING, _S.STOPPED)
+        **{(s, (r, i)): to(s, via="_ignore") for s in (_S.RUNNING, _S.STOPPED)
            for r in (IntentSucceeded, IntentFailed) for i in (InsertJobs, Notify)},
-        (_S.NEW, Stop): "_on_stop",
-        (_S.RUNNING, Stop): "_on_stop",
-        (_S.STOPPED, Stop): "_ignore",
-        (_S.STOPPED, Tick): "_ignore",
+        (_S.NEW, Stop): to(_S.STOPPED, via="_on_stop"),
+        (_S.RUNNING, Stop): to(_S.STOPPED, via="_on_stop"),
+        (_S.STOPPED, Stop): to(_S.STOPPED, via="_ignore"),
+        (_S.STOPPED, Tick): to(_S.STOPPED, via="_ignore"),
     }
 
     def __init__(self, rng: Rng, throttle: InsertNotifyThrottle | None = None,
                  jobs: tuple[PeriodicJob, ...] = ()) -> None:
         super().__init__()
-        self.state: PeriodicState = _S.NEW
         self._rng = rng
         self._throttle = throttle
         self._entries: dict[int, _Entry] = {}
@@ -197,11 +200,9 @@ class PeriodicEnqueuer(Machine):
     # ---------------------------------------------------------------- running
 
     def _on_start(self, event: Start, now: datetime) -> None:
-        self.state = _S.RUNNING
         self._schedule_new(now)
 
     def _on_stop(self, event: Stop, now: datetime) -> None:
-        self.state = _S.STOPPED
         self._timers.clear()
 
     def _schedule_new(self, now: datetime) -> None:

@@ -41,6 +41,7 @@ from river_protocol.machines.base import (
     Stop,
     Table,
     Tick,
+    to,
     uniform,
 )
 from river_protocol.machines.notifications import (
@@ -156,7 +157,6 @@ class ProducerConfig:
 
 _S = ProducerState
 _OK, _FAIL = IntentSucceeded, IntentFailed
-_LIVE = (_S.RUNNING, _S.STOPPING)
 
 
 def _metadata_equal(a: Any, b: Any) -> bool:
@@ -164,39 +164,46 @@ def _metadata_equal(a: Any, b: Any) -> bool:
 
 
 class Producer(Machine):
+    INITIAL: ClassVar[ProducerState] = _S.NEW
+    state: ProducerState
+
     TABLE: ClassVar[Table] = {
-        (_S.NEW, Start): "_on_start",
-        (_S.STARTING, (_OK, UpsertQueue)): "_on_started",
-        (_S.STARTING, (_FAIL, UpsertQueue)): "_on_start_failed",
-        (_S.STARTING, Tick): "_ignore",
-        **{(s, Tick): "_on_tick" for s in (_S.RUNNING,)},
-        (_S.RUNNING, InsertNotification): "_on_insert_notification",
-        (_S.RUNNING, TriggerFetch): "_on_trigger",
-        (_S.RUNNING, ControlMessage): "_on_control",
-        (_S.RUNNING, (_OK, GetQueue)): "_on_settings",
-        (_S.RUNNING, Stop): "_on_stop",
-        **{(s, JobFinished): "_on_job_finished" for s in _LIVE},
-        **{(s, SlotReleased): "_on_slot_released" for s in _LIVE},
-        **{(s, (_OK, ClaimJobs)): "_on_claimed" for s in _LIVE},
-        **{(s, (_FAIL, ClaimJobs)): "_on_claim_failed" for s in _LIVE},
+        (_S.NEW, Start): to(_S.STARTING, via="_on_start"),
+        (_S.STARTING, (_OK, UpsertQueue)): to(_S.RUNNING, via="_on_started"),
+        (_S.STARTING, (_FAIL, UpsertQueue)): to(_S.STOPPED, via="_on_start_failed"),
+        (_S.STARTING, Tick): to(_S.STARTING, via="_ignore"),
+        (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
+        (_S.RUNNING, InsertNotification): to(_S.RUNNING, via="_on_insert_notification"),
+        (_S.RUNNING, TriggerFetch): to(_S.RUNNING, via="_on_trigger"),
+        (_S.RUNNING, ControlMessage): to(_S.RUNNING, via="_on_control"),
+        (_S.RUNNING, (_OK, GetQueue)): to(_S.RUNNING, via="_on_settings"),
+        # Conditional: with no job running and no claim in flight it stops at once.
+        (_S.RUNNING, Stop): to(_S.STOPPING, _S.STOPPED, via="_on_stop"),
+        (_S.RUNNING, JobFinished): to(_S.RUNNING, via="_on_job_finished"),
+        (_S.RUNNING, SlotReleased): to(_S.RUNNING, via="_on_slot_released"),
+        (_S.RUNNING, (_OK, ClaimJobs)): to(_S.RUNNING, via="_on_claimed"),
+        (_S.RUNNING, (_FAIL, ClaimJobs)): to(_S.RUNNING, via="_on_claim_failed"),
+        # Conditional while stopping: the last job or claim to settle stops the producer.
+        (_S.STOPPING, JobFinished): to(_S.STOPPING, _S.STOPPED, via="_on_job_finished"),
+        (_S.STOPPING, SlotReleased): to(_S.STOPPING, via="_on_slot_released"),
+        (_S.STOPPING, (_OK, ClaimJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claimed"),
+        (_S.STOPPING, (_FAIL, ClaimJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claim_failed"),
         # Refresh/poll results are advisory; late ones after stop are dropped.
-        **{(s, (_OK, UpsertQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
-        **{(s, (_FAIL, UpsertQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
-        **{(s, (_OK, GetQueue)): "_ignore" for s in (_S.STOPPING, _S.STOPPED)},
-        **{(s, (_FAIL, GetQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
+        **{(s, (r, UpsertQueue)): to(s, via="_ignore") for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)
+           for r in (_OK, _FAIL)},
+        **{(s, (_OK, GetQueue)): to(s, via="_ignore") for s in (_S.STOPPING, _S.STOPPED)},
+        **{(s, (_FAIL, GetQueue)): to(s, via="_ignore") for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
         # Notifications keep arriving until the driver unsubscribes; Go drops them once stopping.
-        **{(s, e): "_ignore" for s in (_S.STOPPING, _S.STOPPED) for e in (
-            Tick, InsertNotification, TriggerFetch, ControlMessage)},
-        (_S.STOPPING, Stop): "_ignore",
-        (_S.STOPPED, Stop): "_ignore",
-        (_S.NEW, Stop): "_on_stop_unstarted",
-        (_S.STARTING, Stop): "_on_stop_unstarted",
+        **{(s, e): to(s, via="_ignore") for s in (_S.STOPPING, _S.STOPPED) for e in (
+            Tick, InsertNotification, TriggerFetch, ControlMessage, Stop)},
+        # A start upsert still in flight is answered later and dropped by the STOPPED rows.
+        (_S.NEW, Stop): to(_S.STOPPED, via="_on_stop_unstarted"),
+        (_S.STARTING, Stop): to(_S.STOPPED, via="_on_stop_unstarted"),
     }
 
     def __init__(self, config: ProducerConfig, rng: Rng) -> None:
         super().__init__()
         self.config = config
-        self.state: ProducerState = _S.NEW
         self._rng = rng
         self.paused = False
         self._metadata: Any = {}
@@ -247,7 +254,6 @@ class Producer(Machine):
     # ---------------------------------------------------------------- lifecycle
 
     def _on_start(self, event: Start, now: datetime) -> None:
-        self.state = _S.STARTING
         self._emit(UpsertQueue(name=self.config.queue), HOT_STATEMENT_TIMEOUT)
 
     def _on_started(self, event: IntentSucceeded, now: datetime) -> None:
@@ -256,7 +262,6 @@ class Producer(Machine):
             raise ProtocolError(f"UpsertQueue result must be a QueueRow or None, got {type(row).__name__}")
         self.paused = self._polled_paused = row is not None and row.paused_at is not None
         self._metadata = self._polled_metadata = row.metadata if row is not None else {}
-        self.state = _S.RUNNING
         self._timers["poll"] = now + self._poll_wait()
         self._timers["refresh"] = now + uniform(self._rng, timedelta(0), START_STAGGER_MAX)
         if self.config.poll_only:
@@ -264,24 +269,21 @@ class Producer(Machine):
         self._trigger(now)
 
     def _on_start_failed(self, event: IntentFailed, now: datetime) -> None:
-        self.state = _S.STOPPED
         self._effects_start_error = event.error
         self._effects_stopped = True
 
     def _on_stop_unstarted(self, event: Stop, now: datetime) -> None:
-        # A start upsert still in flight is answered later and dropped by the STOPPED row.
-        self.state = _S.STOPPED
         self._effects_stopped = True
 
     def _on_stop(self, event: Stop, now: datetime) -> None:
-        self.state = _S.STOPPING
+        self._enter(_S.STOPPING)
         self._timers.clear()
         self._trigger_pending = False
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
         if self.state is _S.STOPPING and not self._running and self.claim_in_flight is None:
-            self.state = _S.STOPPED
+            self._enter(_S.STOPPED)
             self._effects_stopped = True
 
     # ---------------------------------------------------------------- timers

@@ -41,7 +41,6 @@ from river_protocol.machines.base import (
     Machine,
     Output,
     Tick,
-    event_key,
 )
 from river_protocol.machines.completer import Completer, CompleterOutput, Submit
 from river_protocol.machines.elector import Elector, ElectorOutput, ElectorState
@@ -148,7 +147,7 @@ class _Driver:
             if running:
                 job_id = running[step.pick % len(running)]
                 self.feed(JobFinished(job_id) if isinstance(step, FinishJob) else SlotReleased(job_id))
-        elif (self.machine.state, event_key(step)) in self.machine.TABLE:
+        elif self.machine.accepts(step):
             self.feed(step)
         # Otherwise a real driver would not send it in this state (e.g. Submit after Stop).
 

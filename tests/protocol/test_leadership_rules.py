@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from river_protocol.client_core import (
     ClientConfig,
@@ -222,3 +224,55 @@ def test_periodic_definition_resolves_like_insert() -> None:
     unknown = c.periodic_definition(PeriodicJob(timedelta(seconds=1), lambda: "text", run_on_start=True))
     out = c.make_periodic_enqueuer((unknown,)).handle(pm.Start(), T0)
     assert out.intents == () and len(out.constructor_errors) == 1
+
+
+# ---------------------------------------------------------------- random runs against the table
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(st.data())
+def test_random_runs_stay_within_the_leadership_table(data: st.DataObject) -> None:
+    """Every conditional row's choice is checked by the machine; a wrong table raises here.
+
+    Duties are on exactly while the elector leads, whatever the order of events.
+    """
+    import random
+
+    from river_protocol.intents import Intent
+    from river_protocol.machines.base import IntentFailed
+    from river_protocol.machines.notifications import ACTION_REQUEST_RESIGN, ACTION_RESIGNED
+    from river_protocol.testing.harness import build_result
+
+    machine = Leadership(Elector("me", random.Random(1)), random.Random(2),
+                         deliver_request_locally=data.draw(st.booleans()))
+    now = at(0)
+    pending: list[Intent] = []
+    terms: list[int] = []
+
+    def feed(event: Any) -> None:
+        out = machine.handle(event, now)
+        pending.extend(out.intents)
+        if out.start_services is not None:
+            terms.append(out.start_services)
+        assert (machine.state is not LeadershipState.FOLLOWING) == machine.is_leader
+
+    feed(Start())
+    for _ in range(data.draw(st.integers(0, 60))):
+        now += timedelta(seconds=data.draw(st.sampled_from([0, 0.5, 1, 5, 14, 30])))
+        while (deadline := machine.next_deadline()) is not None and deadline <= now:
+            feed(Tick())
+        action = data.draw(st.sampled_from(["reply", "reply", "reply", "started", "notify", "stop"]))
+        if action == "reply" and pending:
+            intent = pending.pop(data.draw(st.integers(0, len(pending) - 1)))
+            if data.draw(st.booleans()):
+                feed(IntentSucceeded(intent, build_result(intent, data.draw(st.integers(0, 7)), now, 1)))
+            else:
+                feed(IntentFailed(intent, TimeoutError("slow")))
+        elif action == "started" and terms:
+            error = RuntimeError("service") if data.draw(st.booleans()) else None
+            feed(ServicesStarted(data.draw(st.sampled_from(terms)), error))
+        elif action == "notify":
+            kind = data.draw(st.sampled_from([ACTION_RESIGNED, ACTION_REQUEST_RESIGN]))
+            feed(LeadershipNotification(LeadershipPayload(kind, data.draw(st.sampled_from(["me", "other"])))))
+        elif action == "stop":
+            feed(Stop())

@@ -271,6 +271,17 @@ def test_rescue_decision_worker_next_retry_wins() -> None:
     assert update is not None and update.state is JobState.RETRYABLE and update.scheduled_at == at(42)
 
 
+def test_rescue_decision_is_checked_against_the_states_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    from river_protocol.states import TRANSITIONS, Actor
+
+    key = (JobState.RUNNING, Actor.RESCUER)
+    monkeypatch.setitem(TRANSITIONS, key, TRANSITIONS[key] - {JobState.DISCARDED})
+    kept = rescue_decision(stuck(), at(0), WORKERS, timedelta(seconds=60), FixedPolicy(), FixedRng())
+    assert kept is not None and kept.state is JobState.RETRYABLE
+    with pytest.raises(ProtocolError, match="illegal transition running -> discarded by rescuer"):
+        rescue_decision(stuck(attempt=25), at(0), WORKERS, timedelta(seconds=60), FixedPolicy(), FixedRng())
+
+
 def test_rescuer_pages_by_id_and_rescues() -> None:
     s = job_rescuer(FixedRng(0.0), WORKERS, FixedPolicy())
     s.breaker.open = True  # batch size 1000 keeps the page small in the test

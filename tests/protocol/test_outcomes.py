@@ -384,3 +384,79 @@ def test_attempts_left_retry(attempt: int, extra: int, errors: int, rand: float)
 def test_interrupted_never_goes_below_zero(attempt: int) -> None:
     req = update(running(attempt=attempt), Interrupted())
     assert req.attempt == max(attempt - 1, 0) and req.attempt >= 0
+
+
+# ---------------------------------------------------------------- the outcome table and states.py
+
+
+def test_outcome_table_covers_every_outcome_within_the_completers_transitions() -> None:
+    from typing import get_args
+
+    from river_protocol.outcomes import OUTCOME_TRANSITIONS
+    from river_protocol.states import TRANSITIONS, Actor
+
+    assert set(get_args(Outcome)) <= set(OUTCOME_TRANSITIONS)
+    allowed = TRANSITIONS[(JobState.RUNNING, Actor.COMPLETER)]
+    reached: set[JobState] = set()
+    for targets, _ in OUTCOME_TRANSITIONS.values():
+        assert targets <= allowed
+        reached |= targets
+    assert reached == allowed  # every completer transition has an outcome leading to it
+
+
+@pytest.mark.parametrize(("outcome", "job", "state"), [
+    (Completed(), running(), JobState.COMPLETED),
+    (Snooze(timedelta(seconds=1)), running(), JobState.AVAILABLE),
+    (Snooze(timedelta(hours=1)), running(), JobState.SCHEDULED),
+    (Interrupted(), running(), JobState.AVAILABLE),
+    (Cancel("x"), running(), JobState.CANCELLED),
+    (Discard("x"), running(), JobState.DISCARDED),
+    (Failed("x"), running(attempt=25), JobState.DISCARDED),
+    (Failed("x"), running(attempt=1), JobState.AVAILABLE),
+    (Failed("x"), running(attempt=9, errors=1), JobState.RETRYABLE),
+])
+def test_each_outcome_state_is_one_its_row_lists(outcome: Outcome, job: JobRow, state: JobState) -> None:
+    from river_protocol.outcomes import OUTCOME_TRANSITIONS
+
+    req = update(job, outcome)
+    assert req.state is state and state in OUTCOME_TRANSITIONS[type(outcome)][0]
+
+
+def test_outcome_choosing_a_state_its_row_does_not_list_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    from river_protocol.errors import ProtocolError
+    from river_protocol.outcomes import OUTCOME_TRANSITIONS
+
+    rule = OUTCOME_TRANSITIONS[Failed][1]
+    monkeypatch.setitem(OUTCOME_TRANSITIONS, Failed, (frozenset({JobState.RETRYABLE}), rule))  # type: ignore[index]
+    assert update(running(attempt=9, errors=1), Failed("x")).state is JobState.RETRYABLE
+    with pytest.raises(ProtocolError, match="Failed outcome chose discarded; it may only lead to retryable"):
+        update(running(attempt=25), Failed("x"))
+
+
+def test_outcome_to_a_state_the_states_table_refuses_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    from river_protocol.errors import ProtocolError
+    from river_protocol.states import TRANSITIONS, Actor
+
+    key = (JobState.RUNNING, Actor.COMPLETER)
+    monkeypatch.setitem(TRANSITIONS, key, TRANSITIONS[key] - {JobState.SCHEDULED})
+    assert update(running(), Snooze(timedelta(seconds=1))).state is JobState.AVAILABLE
+    with pytest.raises(ProtocolError, match="illegal transition running -> scheduled by completer"):
+        update(running(), Snooze(timedelta(hours=1)))
+    with pytest.raises(ProtocolError, match="running -> scheduled"):
+        apply_set_state(running(), SetStateUpdate(id=7, state=JobState.SCHEDULED), NOW_DT)
+
+
+def test_outcome_subclasses_follow_their_base_and_non_outcomes_are_refused() -> None:
+    class MyFailure(Failed):
+        pass
+
+    assert update(running(attempt=25), MyFailure("x")).state is JobState.DISCARDED
+    with pytest.raises(ValidationError, match="not a work outcome"):
+        update(running(), "done")  # type: ignore[arg-type]
+
+
+def test_apply_set_state_refuses_a_state_the_completer_may_not_set() -> None:
+    from river_protocol.errors import ProtocolError
+
+    with pytest.raises(ProtocolError, match="running -> pending by completer"):
+        apply_set_state(running(), SetStateUpdate(id=7, state=JobState.PENDING), NOW_DT)
