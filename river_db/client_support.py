@@ -45,7 +45,9 @@ def accepts_triggers(runner: Any) -> bool:
 
 def report_producer_output(queue: str, out: ProducerOutput, publish: Callable[[Event], None],
                            log: logging.Logger) -> None:
-    """Publish a producer's queue events and log a failed start."""
+    """Publish a producer's queue events, answer the control messages it settled, log a failed start."""
+    for ack in out.acks:
+        ack.set()  # threading.Event or trio.Event: the admin call waiting on it returns
     for qe in out.queue_events:
         publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
     if out.start_error is not None:

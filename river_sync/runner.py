@@ -64,11 +64,15 @@ class MachineRunner:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.done = threading.Event()
+        self.started = False
 
     # -- control (any thread) -------------------------------------------
 
     def start(self, *initial: Event) -> None:
-        self._events.extend(initial)
+        # Ahead of anything posted before the start: a machine's first event is its Start.
+        with self._cond:
+            self._events.extendleft(reversed(initial))
+        self.started = True
         self._thread = threading.Thread(target=self._run, name=f"river-{self.name}", daemon=True)
         self._thread.start()
 

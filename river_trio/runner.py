@@ -109,7 +109,8 @@ class MachineRunner:
     async def run(
         self, *initial: Event, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        self._events.extend(initial)
+        # Ahead of anything posted before the start: a machine's first event is its Start.
+        self._events.extendleft(reversed(initial))
         self.started = True
         task_status.started()
         try:

@@ -70,7 +70,9 @@ class Submit(Event):
 _CANCEL_OVERRIDES = frozenset({JobState.RETRYABLE, JobState.SCHEDULED})
 
 
-def persisted_reason(update: SetStateUpdate, reason: CompletionReason, row: JobRow) -> CompletionReason | None:
+def persisted_reason(
+    update: SetStateUpdate, reason: CompletionReason, row: JobRow
+) -> CompletionReason | None:
     """What the stored row says happened, or None when the update changed nothing but metadata.
 
     The statement answers with the current row whether or not it was still running, so the

@@ -75,7 +75,11 @@ class InsertNotification(Event):
 
 @dataclass(frozen=True, slots=True)
 class ControlMessage(Event):
+    """``ack`` (opaque, from this client's own admin call) comes back in ``ProducerOutput.acks``
+    once the message is applied and no claim that started before it is still in flight."""
+
     payload: ControlPayload
+    ack: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,7 @@ class ProducerOutput(Output):
     start_jobs: tuple[JobRow, ...] = ()
     cancel_job_ids: tuple[int, ...] = ()
     queue_events: tuple[QueueEvent, ...] = ()
+    acks: tuple[Any, ...] = ()  # ControlMessage acks now settled
     start_error: BaseException | None = None
     stopped: bool = False
 
@@ -169,6 +174,7 @@ class Producer(Machine):
         (_S.STARTING, (_OK, UpsertQueue)): "_on_started",
         (_S.STARTING, (_FAIL, UpsertQueue)): "_on_start_failed",
         (_S.STARTING, Tick): "_ignore",
+        (_S.STARTING, ControlMessage): "_on_control_starting",
         **{(s, Tick): "_on_tick" for s in (_S.RUNNING,)},
         (_S.RUNNING, InsertNotification): "_on_insert_notification",
         (_S.RUNNING, TriggerFetch): "_on_trigger",
@@ -186,7 +192,9 @@ class Producer(Machine):
         **{(s, (_FAIL, GetQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
         # Notifications keep arriving until the driver unsubscribes; Go drops them once stopping.
         **{(s, e): "_ignore" for s in (_S.STOPPING, _S.STOPPED) for e in (
-            Tick, InsertNotification, TriggerFetch, ControlMessage)},
+            Tick, InsertNotification, TriggerFetch)},
+        # Dropped too, but a local caller waiting for the message is answered (nothing fetches).
+        **{(s, ControlMessage): "_ack_only" for s in (_S.STOPPING, _S.STOPPED)},
         (_S.STOPPING, Stop): "_ignore",
         (_S.STOPPED, Stop): "_ignore",
         (_S.NEW, Stop): "_on_stop_unstarted",
@@ -212,6 +220,9 @@ class Producer(Machine):
         self._effects_start: list[JobRow] = []
         self._effects_cancel: list[int] = []
         self._effects_queue: list[QueueEvent] = []
+        self._effects_acks: list[Any] = []
+        self._acks_after_claim: list[Any] = []  # wait for the claim in flight when they arrived
+        self._paused_before_start: bool | None = None  # a local pause/resume during the start upsert
         self._effects_start_error: BaseException | None = None
         self._effects_stopped = False
 
@@ -237,10 +248,12 @@ class Producer(Machine):
             start_jobs=tuple(self._effects_start),
             cancel_job_ids=tuple(self._effects_cancel),
             queue_events=tuple(self._effects_queue),
+            acks=tuple(self._effects_acks),
             start_error=self._effects_start_error,
             stopped=self._effects_stopped,
         )
         self._effects_start, self._effects_cancel, self._effects_queue = [], [], []
+        self._effects_acks = []
         self._effects_start_error, self._effects_stopped = None, False
         return out
 
@@ -256,6 +269,10 @@ class Producer(Machine):
             raise ProtocolError(f"UpsertQueue result must be a QueueRow or None, got {type(row).__name__}")
         self.paused = self._polled_paused = row is not None and row.paused_at is not None
         self._metadata = self._polled_metadata = row.metadata if row is not None else {}
+        if self._paused_before_start is not None and self._paused_before_start != self.paused:
+            # Newer than the row: the upsert may have read the queue before that change committed.
+            self.paused = self._paused_before_start
+            self._queue_event(QueueEventKind.PAUSED if self.paused else QueueEventKind.RESUMED)
         self.state = _S.RUNNING
         self._timers["poll"] = now + self._poll_wait()
         self._timers["refresh"] = now + uniform(self._rng, timedelta(0), START_STAGGER_MAX)
@@ -368,6 +385,8 @@ class Producer(Machine):
         self._after_claim(now)
 
     def _after_claim(self, now: datetime) -> None:
+        self._effects_acks.extend(self._acks_after_claim)
+        self._acks_after_claim.clear()
         if self.state is _S.STOPPING:
             self._maybe_finish()
             return
@@ -399,7 +418,24 @@ class Producer(Machine):
     # ---------------------------------------------------------------- control
 
     def _on_control(self, event: ControlMessage, now: datetime) -> None:
+        # A claim in flight may have started before a pause: the pause holds only once it is answered.
+        earlier_claim = self.claim_in_flight is not None
+        self._apply_control(event.payload, now)
+        if event.ack is not None:
+            (self._acks_after_claim if earlier_claim else self._effects_acks).append(event.ack)
+
+    def _on_control_starting(self, event: ControlMessage, now: datetime) -> None:
+        # No claim yet: the first one comes after the start upsert, which applies this first.
         msg = event.payload
+        if msg.applies_to(self.config.queue) and msg.action in (ACTION_PAUSE, ACTION_RESUME):
+            self._paused_before_start = msg.action == ACTION_PAUSE
+        self._ack_only(event, now)
+
+    def _ack_only(self, event: ControlMessage, now: datetime) -> None:
+        if event.ack is not None:
+            self._effects_acks.append(event.ack)
+
+    def _apply_control(self, msg: ControlPayload, now: datetime) -> None:
         if not msg.applies_to(self.config.queue):
             return
         if msg.action == ACTION_CANCEL:

@@ -89,11 +89,12 @@ def test_completions_name_the_outcome_the_row_bears_out(
     asked: JobState, reason: CompletionReason, stored: JobState, persisted: CompletionReason | None
 ) -> None:
     update = SetStateUpdate(id=1, state=asked)
-    assert persisted_reason(update, reason, JobRow(id=1, kind="k", encoded_args=b"{}", state=stored)) is persisted
+    stored_row = JobRow(id=1, kind="k", encoded_args=b"{}", state=stored)
+    assert persisted_reason(update, reason, stored_row) is persisted
     c = Completer(FixedRng(), flush_when_idle=True)
     c.handle(Submit(update, reason), at(0))
     stmt = statement(c.handle(Tick(), at(0)))
-    out = c.handle(IntentSucceeded(stmt, [JobRow(id=1, kind="k", encoded_args=b"{}", state=stored)]), at(0))
+    out = c.handle(IntentSucceeded(stmt, [stored_row]), at(0))
     assert [(x.reason, x.persisted) for x in out.completions] == [(reason, persisted)]
 
 
