@@ -27,7 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from river_protocol.errors import RiverError
+from river_protocol.errors import DatabaseUnavailableError, RiverError
 from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick
 from river_sync.database import Database
 
@@ -148,7 +148,11 @@ class MachineRunner:
         except BaseException as exc:
             if not isinstance(exc, Exception):
                 raise
-            fatal = self._db.closed or (isinstance(exc, RiverError) and "closed" in str(exc))
+            # An outage's text may say "closed" too, but it passes: retrying is the point.
+            fatal = self._db.closed or (
+                isinstance(exc, RiverError) and not isinstance(exc, DatabaseUnavailableError)
+                and "closed" in str(exc)
+            )
             log.debug("%s: %s failed: %s", self.name, type(intent).__name__, exc)
             return IntentFailed(intent, exc, fatal=fatal)
         return IntentSucceeded(intent, result)

@@ -34,7 +34,7 @@ from typing import Any
 
 import trio
 
-from river_protocol.errors import RiverError
+from river_protocol.errors import DatabaseUnavailableError, RiverError
 from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick
 from river_trio.database import AsyncDatabase
 
@@ -158,7 +158,11 @@ class MachineRunner:
         try:
             result = await self._db.run(intent, readonly=readonly)
         except Exception as exc:
-            fatal = self._db.closed or (isinstance(exc, RiverError) and "closed" in str(exc))
+            # An outage's text may say "closed" too, but it passes: retrying is the point.
+            fatal = self._db.closed or (
+                isinstance(exc, RiverError) and not isinstance(exc, DatabaseUnavailableError)
+                and "closed" in str(exc)
+            )
             log.debug("%s: %s failed: %s", self.name, type(intent).__name__, exc)
             return IntentFailed(intent, exc, fatal=fatal)
         return IntentSucceeded(intent, result)
