@@ -36,6 +36,8 @@ def test_resume_lets_this_clients_producers_fetch_again(h: Harness, client_db_ur
     client = fast_client(h, client_db_url, h.workers(lambda args: None, Task))
     sub = client.subscribe([EventKind.JOB_COMPLETED, EventKind.QUEUE_PAUSED, EventKind.QUEUE_RESUMED])
     with client:
+        warm = client.insert(Task("warm")).job.id
+        wait_for(sub, warm)  # the producer has upserted the queue row that pause() needs
         client.queues.pause("default")
         paused = sub.get(timeout=0)  # published before pause() returned
         held = client.insert(Task("held")).job.id
