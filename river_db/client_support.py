@@ -45,7 +45,9 @@ def accepts_triggers(runner: Any) -> bool:
 
 def report_producer_output(queue: str, out: ProducerOutput, publish: Callable[[Event], None],
                            log: logging.Logger) -> None:
-    """Publish a producer's queue events and log a failed start."""
+    """Publish a producer's queue events, answer the control messages it settled, log a failed start."""
+    for ack in out.acks:
+        ack.set()  # threading.Event or trio.Event: the admin call waiting on it returns
     for qe in out.queue_events:
         publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
     if out.start_error is not None:
@@ -54,9 +56,19 @@ def report_producer_output(queue: str, out: ProducerOutput, publish: Callable[[E
 
 def report_completer_output(out: CompleterOutput, publish: Callable[[Event], None],
                             log: logging.Logger) -> None:
-    """Publish the completions' events and log the outcomes that could not be recorded."""
+    """Publish the completions' events and log the outcomes that could not be recorded.
+
+    An event names the outcome the stored row bears out, so a subscriber never hears of one
+    the database did not record.
+    """
     for completion in out.completions:
-        kind = EVENT_FOR_REASON[completion.reason]
+        if completion.persisted is None:
+            log.info(
+                "river: job %d was no longer running (now %s); its outcome (%s) was not recorded",
+                completion.job.id, completion.job.state.value, completion.reason.value,
+            )
+            continue
+        kind = EVENT_FOR_REASON[completion.persisted]
         publish(Event(kind, job=completion.job, queue=completion.job.queue))
     for missing in out.missing:
         log.info("river: job %d was deleted before its outcome was recorded", missing.update.id)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import select
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +84,44 @@ def pg_restore(conn: Any, autocommit: bool) -> None:
         conn.rollback()
     if conn.autocommit != autocommit:
         conn.autocommit = autocommit
+
+
+def open_pg(conninfo: str, kwargs: dict[str, Any],
+            configure: Callable[[psycopg.Connection[Any]], None] | None) -> psycopg.Connection[Any]:
+    """A new autocommit connection for a pool we own; ``configure`` must leave it idle."""
+    import psycopg
+
+    conn = psycopg.connect(conninfo, autocommit=True, **kwargs)
+    try:
+        if configure is not None:
+            configure(conn)
+            if pg_is_broken(conn) or not conn.autocommit:
+                raise ValidationError("configure() must leave the connection idle in autocommit mode")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def pg_idle_usable(conn: Any) -> bool:
+    """Whether an idle pooled connection may be handed out (a cheap check, no round trip).
+
+    An idle autocommit connection has nothing to say: readable input means the server
+    closed it (a restart, an admin shutdown, a dropped link) or sent something we would
+    have to interpret.
+    """
+    if pg_is_broken(conn):
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except Exception:
+        return False
+    return not readable
+
+
+def close_quietly(conn: Any) -> None:
+    with suppress(Exception):
+        conn.close()
 
 
 # A long-lived listener must notice a silently dead peer (its ping would otherwise block

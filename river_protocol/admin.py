@@ -9,11 +9,17 @@ Drivers run the intents built here, in the order given and in ONE transaction
   in-process (``local_control``), the way Go's clients without a listener do,
   so a job running in this very client stops at once whatever the database.
 - pause / resume: ``PauseQueue``/``ResumeQueue`` + ``Notify(river_control)``.
+  Outside a caller's transaction the driver also hands them to its own
+  producers and waits until each has acknowledged (``ControlMessage.ack``: no
+  claim that started before it still in flight), so when ``pause()`` returns
+  this client fetches nothing more from the queue, on either database; the
+  notification coming back later changes nothing. Other clients keep River's
+  timing: the next notification, or their settings poll.
 - queue update: ``UpdateQueue`` + ``Notify(metadata_changed)`` when metadata
   is given (even if equal).
-- Queue control messages are delivered locally only when the client does not
-  listen (poll-only): with a listener the notification comes back anyway and
-  a second copy would duplicate the metadata-changed event.
+- Metadata changes are delivered locally only when the client does not listen
+  (poll-only): with a listener the notification comes back anyway and a
+  second copy would duplicate the metadata-changed event.
 
 Nothing is delivered locally inside a caller's transaction: it may still roll
 back (Go: "should only ever be invoked outside a transaction").
@@ -44,16 +50,22 @@ from river_protocol.intents import (
 )
 from river_protocol.job import JobRow
 from river_protocol.machines.notifications import (
+    ACTION_CANCEL,
+    ACTION_PAUSE,
+    ACTION_RESUME,
     TOPIC_CONTROL,
     build_cancel,
     build_metadata_changed,
     build_pause,
     build_resume,
+    parse_control,
 )
 from river_protocol.outcomes import cancel_attempted_at_json, record_output
 from river_protocol.states import JobState
 
 ORDER_COLUMNS = ("id", "scheduled_at", "finalized_at", "created_at")
+# What must hold in this client the moment the call returns, whatever the notification latency.
+_ALWAYS_LOCAL = frozenset({ACTION_CANCEL, ACTION_PAUSE, ACTION_RESUME})
 LIST_LIMIT_DEFAULT = 100
 LIST_LIMIT_MAX = 10_000
 
@@ -247,8 +259,11 @@ def update_queue_intents(name: str, metadata: Any = None) -> tuple[Intent, ...]:
     return UpdateQueue(name, data), Notify(TOPIC_CONTROL, (build_metadata_changed(name, data),))
 
 
-def deliver_control_locally(*, in_caller_tx: bool, listening: bool, cancel: bool) -> bool:
+def deliver_control_locally(payload: str, *, in_caller_tx: bool, listening: bool) -> bool:
     """Whether the driver hands a control message to its own producers in-process (see module doc)."""
     if in_caller_tx:
         return False
-    return cancel or not listening
+    control = parse_control(payload)
+    if control is None:
+        return False
+    return control.action in _ALWAYS_LOCAL or not listening

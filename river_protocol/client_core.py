@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -580,6 +580,17 @@ class ClientCore:
                 return ()
             return tuple((q, ControlMessage(control)) for q in self.queues if control.applies_to(q))
         return ()
+
+    def route_own_control(
+        self, payload: str, new_ack: Callable[[], Any]
+    ) -> tuple[tuple[str, ControlMessage], ...]:
+        """This client's own control message for each producer it applies to, with a fresh ack
+        each (``new_ack()``) that the producer hands back once it has applied the message."""
+        return tuple(
+            (queue, ControlMessage(event.payload, new_ack()))
+            for queue, event in self.route_notification(TOPIC_CONTROL, payload)
+            if isinstance(event, ControlMessage)
+        )
 
     # -- running jobs -------------------------------------------------------
 

@@ -42,3 +42,8 @@ class JobNotFoundError(RiverError):
 
 class QueueNotFoundError(RiverError):
     """No queue with the requested name exists."""
+
+
+class DatabaseUnavailableError(RiverError, ConnectionError):
+    """The database cannot be reached: refused, dropped or shut down connections, a pool that
+    got none. The underlying driver error is chained as ``__cause__``; retrying later may work."""

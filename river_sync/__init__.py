@@ -10,7 +10,7 @@ from river_protocol.client_core import (
     MaintenanceConfig,
     QueueConfig,
 )
-from river_protocol.errors import JobNotFoundError, QueueNotFoundError
+from river_protocol.errors import DatabaseUnavailableError, JobNotFoundError, QueueNotFoundError
 from river_protocol.intents import InsertResult, QueueRow
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.leadership import PeriodicJob
@@ -36,6 +36,7 @@ __all__ = [
     "ClientStats",
     "Completed",
     "Database",
+    "DatabaseUnavailableError",
     "Discard",
     "Event",
     "EventKind",

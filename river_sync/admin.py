@@ -48,7 +48,6 @@ from river_protocol.intents import (
     RetryJob,
 )
 from river_protocol.job import JobRow
-from river_protocol.machines.notifications import TOPIC_CONTROL
 from river_protocol.states import JobState
 from river_sync.runner import utcnow
 
@@ -80,11 +79,11 @@ class _Admin:
         with self._executor(tx, readonly=readonly) as executor:
             return [executor.run(intent) for intent in intents]
 
-    def _deliver(self, payload: str, *, tx: Any, cancel: bool) -> None:
+    def _deliver(self, payload: str, *, tx: Any) -> None:
         client = self._client
         listening = client._core.config.notifications
-        if deliver_control_locally(in_caller_tx=tx is not None, listening=listening, cancel=cancel):
-            client._on_notification(TOPIC_CONTROL, payload)
+        if deliver_control_locally(payload, in_caller_tx=tx is not None, listening=listening):
+            client._deliver_control(payload)
 
 
 class JobsAPI(_Admin):
@@ -131,7 +130,7 @@ class JobsAPI(_Admin):
         row: JobRow = self._run((_cancel_intent(job_id, utcnow()),), tx)[0]
         payload = local_cancel_payload(row)
         if payload is not None:
-            self._deliver(payload, tx=tx, cancel=True)
+            self._deliver(payload, tx=tx)
         return row
 
     def retry(self, job_id: int, *, tx: Any = None) -> JobRow:
@@ -204,7 +203,7 @@ class QueuesAPI(_Admin):
         for intent in intents:
             if isinstance(intent, Notify):
                 for payload in intent.payloads:
-                    self._deliver(payload, tx=tx, cancel=False)
+                    self._deliver(payload, tx=tx)
 
     def worked(self) -> dict[str, QueueConfig]:
         """The queues this client works (configured, plus runtime additions, minus removals)."""

@@ -80,6 +80,8 @@ from river_sync.runner import MachineRunner, utcnow
 
 log = logging.getLogger(__name__)
 
+_ACK_RECHECK = 0.05  # seconds between checks that a producer still runs while its ack is awaited
+
 ErrorHandler = Callable[[Any, BaseException], Any]
 Middleware = Callable[[WorkContext, Any, Callable[[WorkContext, Any], Any]], Any]
 InsertNext = Callable[[Sequence[InsertParams]], list[InsertResult]]
@@ -584,6 +586,24 @@ class Client:
             routes = self._core.route_notification(topic, payload)
         for queue, event in routes:
             self._post_to_producer(queue, event)
+
+    def _deliver_control(self, payload: str) -> None:
+        """Hand this client's own control message to its producers; return once each applied it."""
+        with self._lock:
+            routes = self._core.route_own_control(payload, threading.Event)
+        waiting: list[tuple[MachineRunner, threading.Event]] = []
+        for queue, event in routes:
+            runner = self._producers.get(queue)
+            if runner is None:
+                continue
+            # Queued behind any Start not yet handled, so no producer sees it before starting.
+            runner.post(event)
+            if runner.started:
+                waiting.append((runner, event.ack))
+        for runner, ack in waiting:
+            # A runner that ended meanwhile will never answer; nothing of it fetches either.
+            while not ack.wait(_ACK_RECHECK) and not runner.done.is_set():
+                pass
 
     def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
         runner = self._producers.get(queue)

@@ -3,8 +3,9 @@
 A ``Database`` lends out connections wrapped in an ``Executor`` and takes them
 back. Sources:
 
-- Postgres URL (``postgres://`` / ``postgresql://``): a ``psycopg_pool``
-  pool of autocommit connections owned by the handle.
+- Postgres URL (``postgres://`` / ``postgresql://``): a small pool of
+  autocommit psycopg connections owned by the handle (river_trio's, with
+  threads' waiting).
 - A caller's ``psycopg_pool.ConnectionPool`` (not closed by us).
 - A SQLAlchemy ``Engine`` (psycopg 3 or a SQLite module providing >= 3.45);
   connections come from ``engine.raw_connection()`` and go back to its pool.
@@ -18,7 +19,8 @@ connections, which WAL lets run alongside the writer.
 
 Executors run in autocommit mode with explicit transactions; a connection is
 always handed back outside any transaction (a leftover one is rolled back) and
-a broken connection is discarded rather than reused.
+a broken connection is discarded rather than reused. A database that cannot be
+reached raises ``DatabaseUnavailableError`` (``river_db.unavailable``).
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ from river_db.connect import (
     DEFAULT_SQLITE_READERS,
     NO_LISTEN_ON_SQLITE,
     check_pool_size,
+    close_quietly,
     connect_dedicated,
     dialect_for,
     engine_connect_args,
+    open_pg,
+    pg_idle_usable,
     pg_is_broken,
     pg_restore,
     pg_to_autocommit,
@@ -49,6 +54,7 @@ from river_db.connect import (
 )
 from river_db.executor import Executor
 from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
+from river_db.unavailable import unavailable_as_typed
 from river_db.urls import parse_database_url
 from river_protocol.dialects.base import Dialect
 from river_protocol.dialects.postgres import PostgresDialect
@@ -72,6 +78,84 @@ class _Backend(Protocol):
 
 
 # ---------------------------------------------------------------- postgres
+
+
+class _PgOwnPool:
+    """Autocommit connections opened on demand up to ``size``; idle ones checked, reused LIFO.
+
+    The same pool as river_trio's: a dead idle connection (server restarted, link dropped)
+    is discarded before it is handed out, so the first statement after an outage gets a
+    fresh connection, and an outage shows at once as a failed connect rather than as a
+    wait for a pool that keeps retrying in the background.
+    """
+
+    def __init__(self, conninfo: str, *, size: int, timeout: float | None, connect_timeout: float,
+                 configure: Callable[[psycopg.Connection[Any]], None] | None) -> None:
+        self.conninfo = conninfo
+        self.kwargs: dict[str, Any] = {"connect_timeout": max(1, int(connect_timeout))}
+        self.configure = configure
+        self.timeout = timeout
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _open(self) -> Any:
+        return open_pg(self.conninfo, self.kwargs, self.configure)
+
+    def prime(self) -> None:
+        """Open one connection now, surfacing bad URLs and credentials at construction."""
+        conn = self._open()
+        with self._lock:
+            self._idle.append(conn)
+
+    def _take_idle(self) -> Any | None:
+        while True:
+            with self._lock:
+                if not self._idle:
+                    return None
+                conn = self._idle.pop()
+            if pg_idle_usable(conn):
+                return conn
+            close_quietly(conn)
+
+    @contextmanager
+    def acquire(self, readonly: bool) -> Iterator[Any]:
+        if not self._slots.acquire(timeout=self.timeout):
+            raise TimeoutError(f"timed out after {self.timeout}s waiting for a Postgres connection")
+        try:
+            if self._closed:
+                raise RiverError("the database handle is closed")
+            conn = self._take_idle() or self._open()
+            try:
+                yield conn
+            finally:
+                self._release(conn)
+        finally:
+            self._slots.release()
+
+    def _release(self, conn: Any) -> None:
+        try:
+            pg_restore(conn, True)
+        except Exception:
+            log.warning("discarding a connection that could not be reset", exc_info=True)
+            close_quietly(conn)
+            return
+        if self._closed or pg_is_broken(conn):
+            close_quietly(conn)
+            return
+        with self._lock:
+            self._idle.append(conn)
+
+    def connect_dedicated(self) -> Any:
+        return connect_dedicated(self.conninfo, dict(self.kwargs))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            close_quietly(conn)
 
 
 class _PgPoolBackend:
@@ -325,28 +409,11 @@ class Database:
         parsed = parse_database_url(url)
         if parsed.dialect == "postgres":
             check_pool_size(pool_size)
-            import psycopg
-            from psycopg_pool import ConnectionPool
-
-            # The pool only logs why it cannot connect and then times out; one direct
-            # connection first surfaces the real error (bad host, auth, database...).
-            psycopg.connect(parsed.conninfo, connect_timeout=max(1, int(connect_timeout))).close()
-            pool: ConnectionPool[Any] = ConnectionPool(
-                parsed.conninfo,
-                min_size=1,
-                max_size=pool_size,
-                kwargs={"autocommit": True, "connect_timeout": max(1, int(connect_timeout))},
-                configure=with_utc_session(configure),
-                timeout=timeout,
-                open=False,
-                name="river",
-            )
-            try:
-                pool.open(wait=True, timeout=connect_timeout)
-            except BaseException:
-                pool.close()
-                raise
-            return cls(_PgPoolBackend(pool, owned=True, timeout=timeout), PostgresDialect(schema))
+            backend = _PgOwnPool(parsed.conninfo, size=pool_size, timeout=timeout,
+                                 connect_timeout=connect_timeout, configure=with_utc_session(configure))
+            with unavailable_as_typed():
+                backend.prime()
+            return cls(backend, PostgresDialect(schema))
         return cls.from_sqlite_path(parsed.path, schema=schema, readers=pool_size,
                                     timeout=timeout)
 
@@ -402,7 +469,7 @@ class Database:
         """
         if self._closed:
             raise RiverError("the database handle is closed")
-        with self._backend.acquire(readonly) as conn:
+        with unavailable_as_typed(), self._backend.acquire(readonly) as conn:
             yield Executor(conn, self._dialect)
 
     def run(self, intent: Intent, *, readonly: bool = False) -> Any:

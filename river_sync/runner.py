@@ -27,7 +27,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from river_protocol.errors import RiverError
+from river_protocol.errors import DatabaseUnavailableError, RiverError
 from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick
 from river_sync.database import Database
 
@@ -64,11 +64,15 @@ class MachineRunner:
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         self.done = threading.Event()
+        self.started = False
 
     # -- control (any thread) -------------------------------------------
 
     def start(self, *initial: Event) -> None:
-        self._events.extend(initial)
+        # Ahead of anything posted before the start: a machine's first event is its Start.
+        with self._cond:
+            self._events.extendleft(reversed(initial))
+        self.started = True
         self._thread = threading.Thread(target=self._run, name=f"river-{self.name}", daemon=True)
         self._thread.start()
 
@@ -144,7 +148,11 @@ class MachineRunner:
         except BaseException as exc:
             if not isinstance(exc, Exception):
                 raise
-            fatal = self._db.closed or (isinstance(exc, RiverError) and "closed" in str(exc))
+            # An outage's text may say "closed" too, but it passes: retrying is the point.
+            fatal = self._db.closed or (
+                isinstance(exc, RiverError) and not isinstance(exc, DatabaseUnavailableError)
+                and "closed" in str(exc)
+            )
             log.debug("%s: %s failed: %s", self.name, type(intent).__name__, exc)
             return IntentFailed(intent, exc, fatal=fatal)
         return IntentSucceeded(intent, result)

@@ -41,7 +41,6 @@ from river_protocol.intents import (
     RetryJob,
 )
 from river_protocol.job import JobRow
-from river_protocol.machines.notifications import TOPIC_CONTROL
 from river_protocol.states import JobState
 from river_trio.executor import AsyncExecutor
 from river_trio.runner import utcnow
@@ -76,11 +75,11 @@ class _Admin:
         async with self._executor(tx, readonly=readonly) as executor:
             return [await executor.run(intent) for intent in intents]
 
-    def _deliver(self, payload: str, *, tx: Any, cancel: bool) -> None:
+    async def _deliver(self, payload: str, *, tx: Any) -> None:
         client = self._client
         listening = client._core.config.notifications
-        if deliver_control_locally(in_caller_tx=tx is not None, listening=listening, cancel=cancel):
-            client._on_notification(TOPIC_CONTROL, payload)
+        if deliver_control_locally(payload, in_caller_tx=tx is not None, listening=listening):
+            await client._deliver_control(payload)
 
 
 class JobsAPI(_Admin):
@@ -122,7 +121,7 @@ class JobsAPI(_Admin):
         row: JobRow = (await self._run((_cancel_intent(job_id, utcnow()),), tx))[0]
         payload = local_cancel_payload(row)
         if payload is not None:
-            self._deliver(payload, tx=tx, cancel=True)
+            await self._deliver(payload, tx=tx)
         return row
 
     async def retry(self, job_id: int, *, tx: Any = None) -> JobRow:
@@ -184,21 +183,21 @@ class QueuesAPI(_Admin):
     async def _pause_or_resume(self, name: str, tx: Any, *, pause: bool) -> int:
         intents = pause_intents(name, pause=pause)
         changed: int = (await self._run(intents, tx))[0]
-        self._announce(intents, tx)
+        await self._announce(intents, tx)
         return changed
 
     async def update(self, name: str, *, metadata: Any = None, tx: Any = None) -> QueueRow:
         """Replace the queue's metadata (a mapping or JSON object text) and tell its producers."""
         intents = update_queue_intents(name, metadata)
         row: QueueRow = (await self._run(intents, tx))[0]
-        self._announce(intents, tx)
+        await self._announce(intents, tx)
         return row
 
-    def _announce(self, intents: Sequence[Intent], tx: Any) -> None:
+    async def _announce(self, intents: Sequence[Intent], tx: Any) -> None:
         for intent in intents:
             if isinstance(intent, Notify):
                 for payload in intent.payloads:
-                    self._deliver(payload, tx=tx, cancel=False)
+                    await self._deliver(payload, tx=tx)
 
     def worked(self) -> dict[str, QueueConfig]:
         """The queues this client works (configured, plus runtime additions, minus removals)."""

@@ -651,6 +651,21 @@ class Client:
         for queue, event in self._core.route_notification(topic, payload):
             self._post_to_producer(queue, event)
 
+    async def _deliver_control(self, payload: str) -> None:
+        """Hand this client's own control message to its producers; return once each applied it."""
+        waiting: list[tuple[MachineRunner, trio.Event]] = []
+        for queue, event in self._core.route_own_control(payload, trio.Event):
+            runner = self._producers.get(queue)
+            if runner is None:
+                continue
+            # Queued behind any Start not yet handled, so no producer sees it before starting.
+            runner.post(event)
+            if runner.started:
+                waiting.append((runner, event.ack))
+        for runner, ack in waiting:
+            # A runner that ended meanwhile will never answer; nothing of it fetches either.
+            await _first_set(ack, runner.done)
+
     def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
         runner = self._producers.get(queue)
         if runner is None:
@@ -845,6 +860,16 @@ class Client:
             runner.finish()
         self._core.remove_queue(name)
         self._producers.pop(name, None)
+
+
+async def _first_set(*events: trio.Event) -> None:
+    async with trio.open_nursery() as nursery:
+        async def wait(event: trio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait, event)
 
 
 __all__ = ["Client", "ClientStats", "InsertManyParams", "MaintenanceConfig", "QueueConfig"]

@@ -16,13 +16,14 @@ borrowed connection holds one token for as long as it is out, so the threads
 working for this handle never outnumber its connections.
 
 A connection goes back idle (a leftover transaction is rolled back) and one
-that is broken, or that an interrupted cancel may still reach, is discarded.
+that is broken, or that an interrupted cancel may still reach, is discarded. A
+database that cannot be reached raises ``DatabaseUnavailableError``
+(``river_db.unavailable``), as in river_sync.
 """
 
 from __future__ import annotations
 
 import logging
-import select
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -39,6 +40,8 @@ from river_db.connect import (
     connect_dedicated,
     dialect_for,
     engine_connect_args,
+    open_pg,
+    pg_idle_usable,
     pg_in_transaction,
     pg_is_broken,
     pg_restore,
@@ -48,6 +51,7 @@ from river_db.connect import (
     with_utc_session,
 )
 from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
+from river_db.unavailable import unavailable_as_typed
 from river_db.urls import parse_database_url
 from river_protocol.dialects.base import Dialect
 from river_protocol.dialects.postgres import PostgresDialect
@@ -133,16 +137,6 @@ def _close_all(conns: list[Any]) -> None:
 # ---------------------------------------------------------------- postgres
 
 
-def _idle_socket_alive(conn: Any) -> bool:
-    """An idle autocommit connection has nothing to say; readable input means the server
-    closed it (or sent something we would have to interpret): don't hand it out."""
-    try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    except Exception:
-        return False
-    return not readable
-
-
 class _PgOwnPool:
     """Autocommit connections opened on demand up to ``size``; idle ones reused LIFO."""
 
@@ -159,18 +153,7 @@ class _PgOwnPool:
         self._closed = False
 
     def _open(self) -> Any:
-        import psycopg
-
-        conn = psycopg.connect(self.conninfo, autocommit=True, **self.kwargs)
-        try:
-            if self.configure is not None:
-                self.configure(conn)
-                if pg_is_broken(conn) or not conn.autocommit:
-                    raise ValidationError("configure() must leave the connection idle in autocommit mode")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
+        return open_pg(self.conninfo, self.kwargs, self.configure)
 
     async def prime(self) -> None:
         """Open one connection now, surfacing bad URLs and credentials at construction."""
@@ -180,7 +163,7 @@ class _PgOwnPool:
     def _take_idle(self) -> Any | None:
         while self._idle:
             conn = self._idle.pop()
-            if not pg_is_broken(conn) and _idle_socket_alive(conn):
+            if pg_idle_usable(conn):
                 return conn
             _close_quietly(conn)
         return None
@@ -499,7 +482,8 @@ class AsyncDatabase:
             check_pool_size(pool_size)
             backend = _PgOwnPool(parsed.conninfo, size=pool_size, timeout=timeout,
                                  connect_timeout=connect_timeout, configure=with_utc_session(configure))
-            await backend.prime()
+            with unavailable_as_typed():
+                await backend.prime()
             return cls(backend, PostgresDialect(schema))
         return await cls.from_sqlite_path(parsed.path, schema=schema, readers=pool_size,
                                           timeout=timeout)
@@ -563,12 +547,13 @@ class AsyncDatabase:
         """
         if self._closed:
             raise RiverError("the database handle is closed")
-        async with self._backend.acquire(readonly) as lease:
-            ex = AsyncExecutor(lease.conn, self._dialect)
-            try:
-                yield ex
-            finally:
-                lease.discard = lease.discard or ex.broken
+        with unavailable_as_typed():
+            async with self._backend.acquire(readonly) as lease:
+                ex = AsyncExecutor(lease.conn, self._dialect)
+                try:
+                    yield ex
+                finally:
+                    lease.discard = lease.discard or ex.broken
 
     async def run(self, intent: Intent, *, readonly: bool = False) -> Any:
         """Run one intent on a borrowed connection (in a transaction when it needs one)."""

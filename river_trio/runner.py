@@ -34,7 +34,7 @@ from typing import Any
 
 import trio
 
-from river_protocol.errors import RiverError
+from river_protocol.errors import DatabaseUnavailableError, RiverError
 from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick
 from river_trio.database import AsyncDatabase
 
@@ -109,7 +109,8 @@ class MachineRunner:
     async def run(
         self, *initial: Event, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
-        self._events.extend(initial)
+        # Ahead of anything posted before the start: a machine's first event is its Start.
+        self._events.extendleft(reversed(initial))
         self.started = True
         task_status.started()
         try:
@@ -157,7 +158,11 @@ class MachineRunner:
         try:
             result = await self._db.run(intent, readonly=readonly)
         except Exception as exc:
-            fatal = self._db.closed or (isinstance(exc, RiverError) and "closed" in str(exc))
+            # An outage's text may say "closed" too, but it passes: retrying is the point.
+            fatal = self._db.closed or (
+                isinstance(exc, RiverError) and not isinstance(exc, DatabaseUnavailableError)
+                and "closed" in str(exc)
+            )
             log.debug("%s: %s failed: %s", self.name, type(intent).__name__, exc)
             return IntentFailed(intent, exc, fatal=fatal)
         return IntentSucceeded(intent, result)

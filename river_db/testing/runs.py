@@ -20,7 +20,7 @@ from river_protocol.constants import MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import ValidationError
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import JobRow
-from river_protocol.machines.completer import CompletionReason
+from river_protocol.machines.completer import CompletionReason, persisted_reason
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import OUTPUT_KEY, Outcome, Snooze
 from river_protocol.retry import RetryPolicy
@@ -57,8 +57,9 @@ class WorkResult:
 
     @property
     def event_kind(self) -> EventKind:
-        """The client event this run would publish (``job_completed``, ``job_failed``, ...)."""
-        return EVENT_FOR_REASON[self.reason]
+        """The client event this run would publish (``job_completed``, ``job_failed``, ...),
+        named, as the client names it, by what ``job`` bears out (a cancelled snooze: cancelled)."""
+        return EVENT_FOR_REASON[persisted_reason(self.update, self.reason, self.job) or self.reason]
 
     @property
     def state(self) -> JobState:

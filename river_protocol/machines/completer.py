@@ -41,6 +41,7 @@ from river_protocol.machines.base import (
     exponential_backoff,
     to,
 )
+from river_protocol.states import JobState
 
 
 class CompleterState(enum.Enum):
@@ -66,11 +67,35 @@ class Submit(Event):
     context: Any = None  # opaque to the machine (stats, a waiter...), handed back with the outcome
 
 
+# Set-state overrides a retry or snooze of a job someone tried to cancel (§8.1).
+_CANCEL_OVERRIDES = frozenset({JobState.RETRYABLE, JobState.SCHEDULED})
+
+
+def persisted_reason(
+    update: SetStateUpdate, reason: CompletionReason, row: JobRow
+) -> CompletionReason | None:
+    """What the stored row says happened, or None when the update changed nothing but metadata.
+
+    The statement answers with the current row whether or not it was still running, so the
+    requested reason alone can claim an outcome the database never recorded: a job rescued
+    meanwhile, or a retry turned into a cancellation. A row in the requested state bears the
+    request out (``available`` needs the reason to tell a retry, a snooze and an interrupt
+    apart); a cancelled row where a retry or snooze was asked is the cancel override; any
+    other state was set by someone else, and this client's outcome was not persisted.
+    """
+    if row.state is update.state:
+        return reason
+    if row.state is JobState.CANCELLED and update.state in _CANCEL_OVERRIDES:
+        return CompletionReason.CANCELLED
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
-    job: JobRow
-    reason: CompletionReason
+    job: JobRow  # the row as stored after the statement
+    reason: CompletionReason  # what the executor asked for
     context: Any = None
+    persisted: CompletionReason | None = None  # what the row bears out (persisted_reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +263,8 @@ class Completer(Machine):
             if request is None or row.id in seen:
                 raise ProtocolError(f"set-state returned job {row.id}: not in the batch, or twice")
             seen.add(row.id)
-            self._completions.append(Completion(row, request.reason, request.context))
+            persisted = persisted_reason(request.update, request.reason, row)
+            self._completions.append(Completion(row, request.reason, request.context, persisted))
         self._missing.extend(r for job_id, r in batch.requests.items() if job_id not in seen)
         self._next(now)
 

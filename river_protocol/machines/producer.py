@@ -76,7 +76,11 @@ class InsertNotification(Event):
 
 @dataclass(frozen=True, slots=True)
 class ControlMessage(Event):
+    """``ack`` (opaque, from this client's own admin call) comes back in ``ProducerOutput.acks``
+    once the message is applied and no claim that started before it is still in flight."""
+
     payload: ControlPayload
+    ack: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,7 @@ class ProducerOutput(Output):
     start_jobs: tuple[JobRow, ...] = ()
     cancel_job_ids: tuple[int, ...] = ()
     queue_events: tuple[QueueEvent, ...] = ()
+    acks: tuple[Any, ...] = ()  # ControlMessage acks now settled
     start_error: BaseException | None = None
     stopped: bool = False
 
@@ -172,6 +177,8 @@ class Producer(Machine):
         (_S.STARTING, (_OK, UpsertQueue)): to(_S.RUNNING, via="_on_started"),
         (_S.STARTING, (_FAIL, UpsertQueue)): to(_S.STOPPED, via="_on_start_failed"),
         (_S.STARTING, Tick): to(_S.STARTING, via="_ignore"),
+        # A pause or resume before the first fetch is applied over the start upsert's row.
+        (_S.STARTING, ControlMessage): to(_S.STARTING, via="_on_control_starting"),
         (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
         (_S.RUNNING, InsertNotification): to(_S.RUNNING, via="_on_insert_notification"),
         (_S.RUNNING, TriggerFetch): to(_S.RUNNING, via="_on_trigger"),
@@ -195,7 +202,9 @@ class Producer(Machine):
         **{(s, (_FAIL, GetQueue)): to(s, via="_ignore") for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
         # Notifications keep arriving until the driver unsubscribes; Go drops them once stopping.
         **{(s, e): to(s, via="_ignore") for s in (_S.STOPPING, _S.STOPPED) for e in (
-            Tick, InsertNotification, TriggerFetch, ControlMessage, Stop)},
+            Tick, InsertNotification, TriggerFetch, Stop)},
+        # Dropped too, but a local caller waiting for the message is answered (nothing fetches).
+        **{(s, ControlMessage): to(s, via="_ack_only") for s in (_S.STOPPING, _S.STOPPED)},
         # A start upsert still in flight is answered later and dropped by the STOPPED rows.
         (_S.NEW, Stop): to(_S.STOPPED, via="_on_stop_unstarted"),
         (_S.STARTING, Stop): to(_S.STOPPED, via="_on_stop_unstarted"),
@@ -219,6 +228,9 @@ class Producer(Machine):
         self._effects_start: list[JobRow] = []
         self._effects_cancel: list[int] = []
         self._effects_queue: list[QueueEvent] = []
+        self._effects_acks: list[Any] = []
+        self._acks_after_claim: list[Any] = []  # wait for the claim in flight when they arrived
+        self._paused_before_start: bool | None = None  # a local pause/resume during the start upsert
         self._effects_start_error: BaseException | None = None
         self._effects_stopped = False
 
@@ -244,10 +256,12 @@ class Producer(Machine):
             start_jobs=tuple(self._effects_start),
             cancel_job_ids=tuple(self._effects_cancel),
             queue_events=tuple(self._effects_queue),
+            acks=tuple(self._effects_acks),
             start_error=self._effects_start_error,
             stopped=self._effects_stopped,
         )
         self._effects_start, self._effects_cancel, self._effects_queue = [], [], []
+        self._effects_acks = []
         self._effects_start_error, self._effects_stopped = None, False
         return out
 
@@ -262,6 +276,10 @@ class Producer(Machine):
             raise ProtocolError(f"UpsertQueue result must be a QueueRow or None, got {type(row).__name__}")
         self.paused = self._polled_paused = row is not None and row.paused_at is not None
         self._metadata = self._polled_metadata = row.metadata if row is not None else {}
+        if self._paused_before_start is not None and self._paused_before_start != self.paused:
+            # Newer than the row: the upsert may have read the queue before that change committed.
+            self.paused = self._paused_before_start
+            self._queue_event(QueueEventKind.PAUSED if self.paused else QueueEventKind.RESUMED)
         self._timers["poll"] = now + self._poll_wait()
         self._timers["refresh"] = now + uniform(self._rng, timedelta(0), START_STAGGER_MAX)
         if self.config.poll_only:
@@ -370,6 +388,8 @@ class Producer(Machine):
         self._after_claim(now)
 
     def _after_claim(self, now: datetime) -> None:
+        self._effects_acks.extend(self._acks_after_claim)
+        self._acks_after_claim.clear()
         if self.state is _S.STOPPING:
             self._maybe_finish()
             return
@@ -401,7 +421,24 @@ class Producer(Machine):
     # ---------------------------------------------------------------- control
 
     def _on_control(self, event: ControlMessage, now: datetime) -> None:
+        # A claim in flight may have started before a pause: the pause holds only once it is answered.
+        earlier_claim = self.claim_in_flight is not None
+        self._apply_control(event.payload, now)
+        if event.ack is not None:
+            (self._acks_after_claim if earlier_claim else self._effects_acks).append(event.ack)
+
+    def _on_control_starting(self, event: ControlMessage, now: datetime) -> None:
+        # No claim yet: the first one comes after the start upsert, which applies this first.
         msg = event.payload
+        if msg.applies_to(self.config.queue) and msg.action in (ACTION_PAUSE, ACTION_RESUME):
+            self._paused_before_start = msg.action == ACTION_PAUSE
+        self._ack_only(event, now)
+
+    def _ack_only(self, event: ControlMessage, now: datetime) -> None:
+        if event.ack is not None:
+            self._effects_acks.append(event.ack)
+
+    def _apply_control(self, msg: ControlPayload, now: datetime) -> None:
         if not msg.applies_to(self.config.queue):
             return
         if msg.action == ACTION_CANCEL:

@@ -63,11 +63,17 @@ def test_report_producer_output(caplog: pytest.LogCaptureFixture) -> None:
     assert "producer for queue 'q' failed to start: x" in caplog.text
 
 
-def test_report_completer_output() -> None:
+def test_report_completer_output(caplog: pytest.LogCaptureFixture) -> None:
     events: list[Event] = []
     job = build_job(Ping(1), id=7)
-    out = CompleterOutput(completions=(Completion(job, CompletionReason.COMPLETED),))
-    report_completer_output(out, events.append, log)
+    gone = build_job(Ping(2), id=8)
+    out = CompleterOutput(completions=(
+        Completion(job, CompletionReason.SNOOZED, persisted=CompletionReason.CANCELLED),
+        Completion(gone, CompletionReason.COMPLETED, persisted=None),  # the row was no longer running
+    ))
+    with caplog.at_level(logging.INFO, logger=log.name):
+        report_completer_output(out, events.append, log)
     assert [(e.kind, e.job.id if e.job else None, e.queue) for e in events] == [
-        (EventKind.JOB_COMPLETED, 7, job.queue)
+        (EventKind.JOB_CANCELLED, 7, job.queue)
     ]
+    assert "job 8 was no longer running" in caplog.text

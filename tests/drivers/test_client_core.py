@@ -213,6 +213,26 @@ def test_route_notification() -> None:
     assert len(core.route_notification(TOPIC_CONTROL, build_cancel(5, "default"))) == 1
 
 
+def test_route_own_control_gives_each_producer_its_own_ack() -> None:
+    config = ClientConfig(client_id="c1", dialect="sqlite",
+                          queues={"a": QueueConfig(max_workers=2), "b": QueueConfig(max_workers=2)})
+    workers = Workers()
+    workers.job(Task)(lambda args: None)
+    core = ClientCore(config, workers, random.Random(1))
+    made: list[object] = []
+
+    def new_ack() -> object:
+        made.append(object())
+        return made[-1]
+
+    routes = core.route_own_control(build_pause("*"), new_ack)
+    assert [q for q, _ in routes] == ["a", "b"]
+    assert [m.ack for _, m in routes] == made and made[0] is not made[1]
+    assert all(m.payload.action == "pause" for _, m in routes)
+    assert [q for q, _ in core.route_own_control(build_pause("b"), new_ack)] == ["b"]
+    assert core.route_own_control("not json", new_ack) == () and len(made) == 3
+
+
 def test_plan_job_and_finish() -> None:
     core = _core()
     plan = core.plan_job(_row())

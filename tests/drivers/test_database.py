@@ -20,15 +20,16 @@ import sqlalchemy as sa
 import sqlean  # type: ignore[import-untyped]
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
+from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
 
 from river_db.caller_tx import executor_for_caller_tx
-from river_db.connect import _array_literal, connect_dedicated, open_connection
+from river_db.connect import _array_literal, connect_dedicated, open_connection, pg_idle_usable
 from river_db.executor import Executor
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Dialect, Plan
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
-from river_protocol.errors import RiverError, ValidationError
+from river_protocol.errors import DatabaseUnavailableError, RiverError, ValidationError
 from river_protocol.intents import Intent, Statement
 from river_sync.database import Database
 
@@ -229,13 +230,35 @@ def test_executor_error_rolls_back_left_open_transaction(pg_url: str) -> None:
             assert ex.run(CountMarks("lost")) == 0
 
 
+def test_dead_idle_connections_are_replaced_and_an_outage_is_typed(pg_url: str) -> None:
+    proxy, url = TcpProxy.in_front_of(pg_url)
+    try:
+        with Database.from_url(url, pool_size=2, timeout=10) as db:
+            with db.executor() as a, db.executor() as b:
+                old = {a.execute(Statement("SELECT pg_backend_pid()"))[0][0],
+                       b.execute(Statement("SELECT pg_backend_pid()"))[0][0]}
+                pooled = a.conn
+                assert pg_idle_usable(pooled)
+            proxy.cut()  # both pooled connections now idle and dead; new ones refused
+            assert not pg_idle_usable(pooled)
+            with pytest.raises(DatabaseUnavailableError, match="unavailable") as caught, db.executor():
+                pass
+            assert isinstance(caught.value.__cause__, psycopg.OperationalError)
+            proxy.restore()
+            with db.executor() as ex:  # not a dead one from before: the first use works
+                assert ex.execute(Statement("SELECT pg_backend_pid()"))[0][0] not in old
+    finally:
+        proxy.close()
+
+
 def test_broken_connection_is_discarded(pg_url: str) -> None:
     with Database.from_url(pg_url, pool_size=1, timeout=10) as db:
-        with pytest.raises(psycopg.OperationalError), db.executor() as ex:
+        with pytest.raises(DatabaseUnavailableError) as caught, db.executor() as ex:
             pid = ex.execute(Statement("SELECT pg_backend_pid()"))[0][0]
             with psycopg.connect(pg_url, autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
             ex.execute(Statement("SELECT 1"))
+        assert isinstance(caught.value.__cause__, psycopg.errors.AdminShutdown)
         with db.executor() as ex:
             assert ex.execute(Statement("SELECT pg_backend_pid()"))[0][0] != pid
             assert ex.run(CountMarks()) == 0
@@ -581,8 +604,9 @@ def test_connect_dedicated_defaults_yield_to_caller_settings(pg_url: str) -> Non
 
 
 def test_from_url_reports_the_connection_error() -> None:
-    with pytest.raises(psycopg.OperationalError, match=r"127\.0\.0\.1"):
+    with pytest.raises(DatabaseUnavailableError, match=r"unavailable.*127\.0\.0\.1") as caught:
         Database.from_url("postgresql://postgres@127.0.0.1:1/nope", connect_timeout=2)
+    assert isinstance(caught.value.__cause__, psycopg.OperationalError)
 
 
 def test_postgres_handle_is_thread_safe(pg_url: str) -> None:

@@ -21,13 +21,14 @@ import sqlean  # type: ignore[import-untyped]
 import trio
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
+from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
 
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
-from river_protocol.errors import JobNotFoundError, RiverError, ValidationError
+from river_protocol.errors import DatabaseUnavailableError, JobNotFoundError, RiverError, ValidationError
 from river_protocol.intents import (
     GetJob,
     GetQueue,
@@ -377,6 +378,30 @@ def test_pg_cancel_rolls_back_transactions(migrated_pg: str) -> None:
 
 
 @pytest.mark.postgres
+def test_pg_dead_idle_connections_are_replaced_and_an_outage_is_typed(migrated_pg: str) -> None:
+    proxy, url = TcpProxy.in_front_of(migrated_pg)
+
+    async def main() -> None:
+        async with await AsyncDatabase.from_url(url, pool_size=2) as db:
+            async with db.executor() as a, db.executor() as b:
+                old = {(await a.execute(Statement("SELECT pg_backend_pid()")))[0][0],
+                       (await b.execute(Statement("SELECT pg_backend_pid()")))[0][0]}
+            proxy.cut()  # both pooled connections now idle and dead; new ones refused
+            with pytest.raises(DatabaseUnavailableError, match="unavailable") as caught:
+                async with db.executor():
+                    pass
+            assert isinstance(caught.value.__cause__, psycopg.OperationalError)
+            proxy.restore()
+            async with db.executor() as ex:  # not a dead one from before: the first use works
+                assert (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0] not in old
+
+    try:
+        trio.run(main)
+    finally:
+        proxy.close()
+
+
+@pytest.mark.postgres
 def test_pg_terminated_idle_connection_is_replaced(migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
@@ -421,8 +446,9 @@ def test_pg_acquire_timeout_and_bad_urls(migrated_pg: str) -> None:
                 await AsyncDatabase.from_url(migrated_pg, pool_size=0)
         with pytest.raises(ValidationError):
             await AsyncDatabase.from_url("mysql://x/y")
-        with pytest.raises(psycopg.OperationalError):
+        with pytest.raises(DatabaseUnavailableError) as caught:
             await AsyncDatabase.from_url("postgresql://postgres@127.0.0.1:1/none", connect_timeout=1)
+        assert isinstance(caught.value.__cause__, psycopg.OperationalError)
 
     trio.run(main)
 

@@ -27,7 +27,14 @@ from river_protocol.claim_filters import TagFilter, claim_filter
 from river_protocol.errors import ValidationError
 from river_protocol.intents import CancelJob, Notify, PauseQueue, ResumeQueue, UpdateJobMetadata, UpdateQueue
 from river_protocol.job import JobRow
-from river_protocol.machines.notifications import TOPIC_CONTROL, parse_control
+from river_protocol.machines.notifications import (
+    TOPIC_CONTROL,
+    build_cancel,
+    build_metadata_changed,
+    build_pause,
+    build_resume,
+    parse_control,
+)
 from river_protocol.states import JobState
 
 T0 = datetime(2031, 3, 4, 12, 0, 0, 250000, tzinfo=UTC)
@@ -88,10 +95,14 @@ def test_update_output_merges_output_key() -> None:
 
 
 def test_local_delivery_rule() -> None:
-    assert deliver_control_locally(in_caller_tx=False, listening=True, cancel=True)
-    assert deliver_control_locally(in_caller_tx=False, listening=False, cancel=False)
-    assert not deliver_control_locally(in_caller_tx=False, listening=True, cancel=False)
-    assert not deliver_control_locally(in_caller_tx=True, listening=False, cancel=True)
+    cancel, pause, resume = build_cancel(3, "q"), build_pause("q"), build_resume("*")
+    metadata = build_metadata_changed("q", b"{}")
+    for payload in (cancel, pause, resume):
+        assert deliver_control_locally(payload, in_caller_tx=False, listening=True)
+        assert not deliver_control_locally(payload, in_caller_tx=True, listening=False)
+    assert deliver_control_locally(metadata, in_caller_tx=False, listening=False)
+    assert not deliver_control_locally(metadata, in_caller_tx=False, listening=True)
+    assert not deliver_control_locally('{"action":"bogus","queue":"q"}', in_caller_tx=False, listening=False)
 
 
 def test_list_intent_validation_and_states_by_name() -> None:

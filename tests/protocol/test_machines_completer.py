@@ -19,6 +19,7 @@ from river_protocol.machines.completer import (
     CompleterState,
     CompletionReason,
     Submit,
+    persisted_reason,
 )
 from river_protocol.states import JobState
 
@@ -65,6 +66,36 @@ def test_first_tick_flushes() -> None:
     assert c.timeout_for(stmt) == timedelta(seconds=10)
     out = c.handle(IntentSucceeded(stmt, rows_for(stmt)), at(0.01))
     assert [(x.job.id, x.reason) for x in out.completions] == [(1, DONE)]
+
+
+@pytest.mark.parametrize(
+    ("asked", "reason", "stored", "persisted"),
+    [
+        (JobState.COMPLETED, DONE, JobState.COMPLETED, DONE),
+        (JobState.AVAILABLE, CompletionReason.INTERRUPTED, JobState.AVAILABLE, CompletionReason.INTERRUPTED),
+        (JobState.AVAILABLE, CompletionReason.SNOOZED, JobState.AVAILABLE, CompletionReason.SNOOZED),
+        (JobState.AVAILABLE, CompletionReason.FAILED, JobState.AVAILABLE, CompletionReason.FAILED),
+        # The cancel override of a retry or a snooze (§8.1).
+        (JobState.RETRYABLE, CompletionReason.FAILED, JobState.CANCELLED, CompletionReason.CANCELLED),
+        (JobState.SCHEDULED, CompletionReason.SNOOZED, JobState.CANCELLED, CompletionReason.CANCELLED),
+        # No longer running when the statement ran: someone else decided the row's state.
+        (JobState.COMPLETED, DONE, JobState.RETRYABLE, None),
+        (JobState.COMPLETED, DONE, JobState.RUNNING, None),
+        (JobState.AVAILABLE, CompletionReason.INTERRUPTED, JobState.CANCELLED, None),
+        (JobState.DISCARDED, CompletionReason.FAILED, JobState.CANCELLED, None),
+    ],
+)
+def test_completions_name_the_outcome_the_row_bears_out(
+    asked: JobState, reason: CompletionReason, stored: JobState, persisted: CompletionReason | None
+) -> None:
+    update = SetStateUpdate(id=1, state=asked)
+    stored_row = JobRow(id=1, kind="k", encoded_args=b"{}", state=stored)
+    assert persisted_reason(update, reason, stored_row) is persisted
+    c = Completer(FixedRng(), flush_when_idle=True)
+    c.handle(Submit(update, reason), at(0))
+    stmt = statement(c.handle(Tick(), at(0)))
+    out = c.handle(IntentSucceeded(stmt, [stored_row]), at(0))
+    assert [(x.reason, x.persisted) for x in out.completions] == [(reason, persisted)]
 
 
 def test_later_request_replaces_earlier() -> None:

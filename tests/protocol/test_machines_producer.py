@@ -161,6 +161,42 @@ def test_paused_producer_never_claims_and_resume_fetches() -> None:
     assert out.queue_events == ()
 
 
+def test_local_pause_ack_waits_for_a_claim_that_started_before_it() -> None:
+    p, out = started()
+    claim = claim_of(out)
+    out = p.handle(ControlMessage(ControlPayload("pause", "q"), ack="a1"), at(0.01))
+    assert out.acks == () and [e.kind for e in out.queue_events] == [QueueEventKind.PAUSED]
+    out = p.handle(IntentSucceeded(claim, jobs(1)), at(0.02))
+    assert out.acks == ("a1",) and [j.id for j in out.start_jobs] == [1]
+    # Paused: an insert wakes nothing, and a further ack comes back at once.
+    no_claim(p.handle(InsertNotification("q"), at(0.5)))
+    assert p.handle(ControlMessage(ControlPayload("pause", "*"), ack="a2"), at(0.6)).acks == ("a2",)
+    out = p.handle(ControlMessage(ControlPayload("resume", "q"), ack="a3"), at(0.7))
+    assert out.acks == ("a3",)
+    claim = claim_of(out)  # the claim resume starts does not hold the resume's own ack back
+    out = p.handle(ControlMessage(ControlPayload("resume", "other"), ack="a4"), at(0.71))
+    assert out.acks == ()  # arrived with a claim in flight, even though it does not apply here
+    assert p.handle(IntentFailed(claim, RuntimeError("down")), at(0.72)).acks == ("a4",)
+
+
+def test_local_pause_during_start_upsert_holds_from_the_first_fetch() -> None:
+    p = Producer(ProducerConfig(queue="q", client_id="c1", max_workers=2), FixedRng())
+    (upsert,) = p.handle(Start(), at(0)).intents
+    assert p.handle(ControlMessage(ControlPayload("pause", "q"), ack="a"), at(0)).acks == ("a",)
+    out = p.handle(IntentSucceeded(upsert, row(paused=False)), at(0.01))  # read before the pause committed
+    no_claim(out)
+    assert p.paused and [e.kind for e in out.queue_events] == [QueueEventKind.PAUSED]
+    out = p.handle(ControlMessage(ControlPayload("resume", "q")), at(0.5))
+    claim_of(out)
+
+
+def test_control_ack_after_stop_is_answered_without_effect() -> None:
+    p, out = started()
+    p.handle(Stop(), at(1))
+    out = p.handle(ControlMessage(ControlPayload("pause", "q"), ack="s"), at(1))
+    assert out.acks == ("s",) and out.queue_events == () and not p.paused
+
+
 def test_cancel_control_only_for_local_running_jobs() -> None:
     p, out = started()
     p.handle(IntentSucceeded(claim_of(out), jobs(7)), at(0))

@@ -223,3 +223,14 @@ def test_base_exceptions_propagate() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         run(lambda: work_once(interrupts, Task()))
+
+
+def test_snooze_of_a_job_someone_tried_to_cancel_is_reported_cancelled() -> None:
+    async def worker(args: Task) -> JobSnooze:
+        await trio.sleep(0)
+        return JobSnooze(timedelta(minutes=2))
+
+    job = build_job(Task(), now=NOW, metadata={"cancel_attempted_at": "2025-01-01T00:00:00Z"})
+    result = run(lambda: work_once(worker, job, now=NOW, args_type=Task))
+    assert result.reason is CompletionReason.SNOOZED and result.state is JobState.CANCELLED
+    assert result.event_kind is EventKind.JOB_CANCELLED

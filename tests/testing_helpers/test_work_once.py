@@ -155,6 +155,14 @@ def test_error_handler_can_cancel() -> None:
     assert result.state is JobState.CANCELLED and result.event_kind is EventKind.JOB_CANCELLED
 
 
+def test_snooze_of_a_job_someone_tried_to_cancel_is_reported_cancelled() -> None:
+    # As the client publishes it: the stored row is cancelled, so the event is job_cancelled.
+    job = build_job(Task(), now=NOW, metadata={"cancel_attempted_at": "2025-01-01T00:00:00Z"})
+    result = work_once(lambda a: JobSnooze(timedelta(minutes=2)), job, now=NOW, args_type=Task)
+    assert result.reason is CompletionReason.SNOOZED and result.state is JobState.CANCELLED
+    assert result.event_kind is EventKind.JOB_CANCELLED
+
+
 def test_middleware_wraps_the_worker() -> None:
     calls: list[str] = []
 

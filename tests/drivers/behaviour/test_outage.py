@@ -1,0 +1,56 @@
+"""A Postgres outage seen by a running client: one typed error, then recovery without help.
+
+The server is shared, so the outage is a loopback proxy in front of it that drops
+every connection and refuses new ones (``tcp_proxy.TcpProxy``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from harness import Harness  # type: ignore[import-not-found]
+from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
+from test_client_support import FAST, Task  # type: ignore[import-not-found]
+
+from behaviour.support import row, wait_for
+from river_sync import DatabaseUnavailableError, EventKind, JobState
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture(name="proxied")
+def proxied_fixture(_migrated_pg: str) -> Iterator[tuple[TcpProxy, str, str]]:
+    """(proxy, URL through the proxy, direct URL) of a migrated, empty database."""
+    import psycopg
+
+    with psycopg.connect(_migrated_pg, autocommit=True) as conn:
+        conn.execute("TRUNCATE river_job, river_queue, river_leader RESTART IDENTITY")
+    proxy, url = TcpProxy.in_front_of(_migrated_pg)
+    try:
+        yield proxy, url, _migrated_pg
+    finally:
+        proxy.close()
+
+
+def test_outage_is_one_typed_error_and_the_first_insert_after_it_succeeds(
+    h: Harness, proxied: tuple[TcpProxy, str, str]
+) -> None:
+    proxy, url, direct = proxied
+    client = h.client(url, workers=h.workers(lambda args: None, Task), queues={"default": FAST},
+                      leader_election=False)
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with client:
+        before = client.insert(Task("before")).job.id
+        wait_for(sub, before)
+        assert proxy.connections > 0  # the pool, the listener: everything goes through the proxy
+        proxy.cut()
+        # First with the pool's connections dead, then with nothing left to reuse.
+        for attempt in range(3):
+            with pytest.raises(DatabaseUnavailableError, match="unavailable") as caught:
+                client.insert(Task(f"during {attempt}"))
+            assert caught.value.__cause__ is not None
+        proxy.restore()
+        after = client.insert(Task("after")).job.id
+        assert wait_for(sub, after).job.state is JobState.COMPLETED
+    assert row(direct, after).state is JobState.COMPLETED

@@ -1,0 +1,70 @@
+"""Job events name the outcome the database recorded, not the one the executor asked for."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+from harness import WAIT, Harness  # type: ignore[import-not-found]
+from test_client_support import Task  # type: ignore[import-not-found]
+
+from behaviour.support import fast_client, row
+from river_sync import Database, EventKind, JobSnooze, JobState
+
+
+def _raw_update(url: str, job_id: int, pg_set: str, sqlite_set: str) -> None:
+    """Change the worker's own row behind the client's back (as a rescuer or an operator would)."""
+    with Database.from_url(url) as db, db.executor() as ex:
+        if db.dialect.name == "postgres":
+            ex.conn.execute(f"UPDATE river_job SET {pg_set} WHERE id = %s", (job_id,))
+        else:
+            ex.conn.execute(f"UPDATE river_job SET {sqlite_set} WHERE id = ?", (job_id,))
+
+
+def _events_of(sub: object, job_id: int) -> list[tuple[EventKind, JobState]]:
+    """Every event about ``job_id`` the subscription got before stop closed it."""
+    return [(e.kind, e.job.state) for e in sub if e.job is not None and e.job.id == job_id]  # type: ignore[attr-defined]
+
+
+def test_snooze_turned_cancellation_is_reported_as_cancelled(h: Harness, client_db_url: str) -> None:
+    # A cancel attempt recorded in metadata turns the snooze into a cancellation (§8.1).
+    def work(ctx: object, args: Task) -> None:
+        job_id = ctx.job.id  # type: ignore[attr-defined]
+        _raw_update(
+            client_db_url, job_id,
+            """metadata = metadata || '{"cancel_attempted_at":"2025-01-01T00:00:00Z"}'""",
+            """metadata = jsonb_patch(metadata, jsonb('{"cancel_attempted_at":"2025-01-01T00:00:00Z"}'))""",
+        )
+        raise JobSnooze(timedelta(hours=1))
+
+    client = fast_client(h, client_db_url, h.workers(work, Task, threaded=True))
+    sub = client.subscribe()
+    with client:
+        job_id = client.insert(Task("x")).job.id
+        event = sub.get(timeout=WAIT)
+    assert (event.kind, event.job.id) == (EventKind.JOB_CANCELLED, job_id)
+    assert event.job.state is JobState.CANCELLED
+    assert row(client_db_url, job_id).state is JobState.CANCELLED
+
+
+def test_outcome_of_a_job_no_longer_running_publishes_no_event(h: Harness, client_db_url: str) -> None:
+    # The row left `running` while the worker ran (a rescuer would do this); the completion
+    # then changes nothing, so nothing may be announced as completed.
+    ran = threading.Event()
+
+    def work(ctx: object, args: Task) -> None:
+        _raw_update(
+            client_db_url, ctx.job.id,  # type: ignore[attr-defined]
+            "state = 'retryable', scheduled_at = now() + interval '1 hour'",
+            "state = 'retryable', scheduled_at = datetime('now', '+1 hour')",
+        )
+        ran.set()
+
+    client = fast_client(h, client_db_url, h.workers(work, Task, threaded=True))
+    sub = client.subscribe()
+    with client:
+        job_id = client.insert(Task("x")).job.id
+        assert ran.wait(WAIT)
+    # Stop waited for the running job and flushed the completer, then closed the subscription.
+    assert _events_of(sub, job_id) == []
+    assert row(client_db_url, job_id).state is JobState.RETRYABLE
