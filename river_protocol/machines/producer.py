@@ -109,11 +109,25 @@ class QueueEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimFailure:
+    """A claim that failed, and how many have failed in a row (this one included)."""
+
+    error: BaseException
+    consecutive: int
+
+    @property
+    def repeated(self) -> bool:
+        """A failure that repeats is not a blip: drivers log it at WARNING with its cause."""
+        return self.consecutive > 1
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerOutput(Output):
     start_jobs: tuple[JobRow, ...] = ()
     cancel_job_ids: tuple[int, ...] = ()
     queue_events: tuple[QueueEvent, ...] = ()
     start_error: BaseException | None = None
+    claim_failure: ClaimFailure | None = None
     stopped: bool = False
 
 
@@ -213,7 +227,9 @@ class Producer(Machine):
         self._effects_cancel: list[int] = []
         self._effects_queue: list[QueueEvent] = []
         self._effects_start_error: BaseException | None = None
+        self._effects_claim_failure: ClaimFailure | None = None
         self._effects_stopped = False
+        self._claim_failures = 0
 
     # ---------------------------------------------------------------- views
 
@@ -238,10 +254,12 @@ class Producer(Machine):
             cancel_job_ids=tuple(self._effects_cancel),
             queue_events=tuple(self._effects_queue),
             start_error=self._effects_start_error,
+            claim_failure=self._effects_claim_failure,
             stopped=self._effects_stopped,
         )
         self._effects_start, self._effects_cancel, self._effects_queue = [], [], []
         self._effects_start_error, self._effects_stopped = None, False
+        self._effects_claim_failure = None
         return out
 
     # ---------------------------------------------------------------- lifecycle
@@ -349,6 +367,7 @@ class Producer(Machine):
         self._trigger(now)
 
     def _on_claimed(self, event: IntentSucceeded, now: datetime) -> None:
+        self._claim_failures = 0
         rows = tuple(event.result or ())
         if len(rows) > self._claim_limit:
             raise ProtocolError(f"claim returned {len(rows)} rows for a limit of {self._claim_limit}")
@@ -365,6 +384,8 @@ class Producer(Machine):
         self._after_claim(now)
 
     def _on_claim_failed(self, event: IntentFailed, now: datetime) -> None:
+        self._claim_failures += 1
+        self._effects_claim_failure = ClaimFailure(event.error, self._claim_failures)
         self._after_claim(now)
 
     def _after_claim(self, now: datetime) -> None:

@@ -975,9 +975,10 @@ def test_sqlite_row_reads_text_times_and_json_arrays() -> None:
     assert job.errors[0].attempt == 1
 
 
-def test_row_parsing_rejects_non_object_metadata() -> None:
-    with pytest.raises(ValidationError, match="metadata must be a JSON object"):
-        job_row_from_sqlite(_row(metadata="[1]"))
+def test_row_parsing_marks_non_object_metadata_instead_of_raising() -> None:
+    job = job_row_from_sqlite(_row(metadata="[1]"))
+    assert job.metadata == {} and job.undecodable is not None
+    assert "metadata must be a JSON object" in job.undecodable
 
 
 def test_column_lists_have_one_entry_per_field() -> None:

@@ -385,3 +385,18 @@ def test_random_sequences_keep_invariants(
         pending.extend(new_claims)
         if out.next_deadline is not None:
             assert out.next_deadline >= now - timedelta(seconds=1) or p.state is not ProducerState.RUNNING
+
+
+def test_claim_failures_are_counted_until_a_claim_succeeds() -> None:
+    p, out = started()
+    err = RuntimeError("boom")
+    out = p.handle(IntentFailed(claim_of(out), err), at(0.01))
+    assert out.claim_failure is not None and out.claim_failure.error is err
+    assert out.claim_failure.consecutive == 1 and not out.claim_failure.repeated
+    out = p.handle(IntentFailed(claim_of(p.handle(TriggerFetch(), at(0.2))), err), at(0.21))
+    assert out.claim_failure is not None and out.claim_failure.consecutive == 2 and out.claim_failure.repeated
+    # Reported once, with the failure that caused it: the next output carries none.
+    assert p.handle(Tick(), at(0.22)).claim_failure is None
+    p.handle(IntentSucceeded(claim_of(p.handle(TriggerFetch(), at(0.4))), []), at(0.41))
+    out = p.handle(IntentFailed(claim_of(p.handle(TriggerFetch(), at(0.6))), err), at(0.61))
+    assert out.claim_failure is not None and out.claim_failure.consecutive == 1

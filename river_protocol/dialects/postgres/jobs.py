@@ -179,6 +179,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
         raise ValidationError("a claim takes either tags_any or untagged_only, not both")
     b = binder()
     cap = intent.max_attempted_by
+    # attempt is a smallint: least() keeps a hand-written maximum from failing every claim of the queue.
     sql = f"""
         WITH locked AS (
             SELECT id FROM {d.prefix}river_job
@@ -190,7 +191,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
         )
         UPDATE {d.prefix}river_job j
         SET state = 'running',
-            attempt = j.attempt + 1,
+            attempt = least(j.attempt, 32766) + 1,
             attempted_at = {now_sql(b, intent.now)},
             attempted_by = array_append(
                 CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= {b.p(cap)}::int

@@ -17,6 +17,7 @@ from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import dedupe_batch, json_text, results_in_input_order
 from river_protocol.dialects.rows import Binder, job_row_from_sqlite, sqlite_now
 from river_protocol.dialects.sqlite.fragments import (
+    ERRORS_ARRAY,
     JOB_COLUMNS,
     binder,
     in_bitmask,
@@ -234,7 +235,7 @@ def _set_state_one(d: Any, u: SetStateUpdate, now: datetime | None) -> Statement
             scheduled_at = CASE WHEN {cancel()} THEN scheduled_at
                                 ELSE coalesce({b.p(sqlite_time(u.scheduled_at))}, scheduled_at) END,
             errors = CASE WHEN {b.p(error)} IS NULL THEN errors
-                          ELSE jsonb_insert(coalesce(errors, jsonb('[]')), '$[#]', json({b.p(error)})) END,
+                          ELSE jsonb_insert({ERRORS_ARRAY}, '$[#]', json({b.p(error)})) END,
             metadata = CASE WHEN {b.p(u.metadata_do_merge)}
                             THEN jsonb_patch(metadata, jsonb({b.p(json_text(u.metadata_updates or b"{}"))}))
                             ELSE metadata END
