@@ -55,6 +55,9 @@ def report_producer_output(queue: str, out: ProducerOutput, publish: Callable[[E
         log.log(logging.WARNING if failure.repeated else logging.DEBUG,
                 "river: claiming jobs of queue %r failed (%d in a row): %s",
                 queue, failure.consecutive, failure.error)
+    if out.reconciled_job_ids:
+        log.warning("river: a claim on queue %r failed but had committed; put %d job(s) back to"
+                    " available: %s", queue, len(out.reconciled_job_ids), list(out.reconciled_job_ids))
 
 
 def report_completer_output(out: CompleterOutput, publish: Callable[[Event], None],

@@ -1,4 +1,4 @@
-"""The producer of one queue in one client (docs/protocol.md §6.2-§6.4, §12.3, §13.3).
+"""The producer of one queue in one client (docs/protocol.md §6.2-§6.5, §12.3, §13.3).
 
 It decides *when* to claim and how many, never how to run a job: claimed rows
 come out as ``start_jobs`` and the driver reports each one back with
@@ -29,7 +29,7 @@ from river_protocol.constants import (
     START_STAGGER_MAX,
 )
 from river_protocol.errors import ProtocolError, ValidationError
-from river_protocol.intents import ClaimJobs, GetQueue, Intent, QueueRow, UpsertQueue
+from river_protocol.intents import ClaimJobs, GetQueue, Intent, QueueRow, ReconcileClaim, UpsertQueue
 from river_protocol.job import JobRow
 from river_protocol.machines.base import (
     Event,
@@ -128,6 +128,7 @@ class ProducerOutput(Output):
     queue_events: tuple[QueueEvent, ...] = ()
     start_error: BaseException | None = None
     claim_failure: ClaimFailure | None = None
+    reconciled_job_ids: tuple[int, ...] = ()  # rows of a lost claim put back to available
     stopped: bool = False
 
 
@@ -193,6 +194,8 @@ class Producer(Machine):
         **{(s, SlotReleased): "_on_slot_released" for s in _LIVE},
         **{(s, (_OK, ClaimJobs)): "_on_claimed" for s in _LIVE},
         **{(s, (_FAIL, ClaimJobs)): "_on_claim_failed" for s in _LIVE},
+        **{(s, (_OK, ReconcileClaim)): "_on_reconciled" for s in _LIVE},
+        **{(s, (_FAIL, ReconcileClaim)): "_on_reconcile_failed" for s in _LIVE},
         # Refresh/poll results are advisory; late ones after stop are dropped.
         **{(s, (_OK, UpsertQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
         **{(s, (_FAIL, UpsertQueue)): "_ignore" for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
@@ -228,8 +231,15 @@ class Producer(Machine):
         self._effects_queue: list[QueueEvent] = []
         self._effects_start_error: BaseException | None = None
         self._effects_claim_failure: ClaimFailure | None = None
+        self._effects_reconciled: tuple[int, ...] = ()
         self._effects_stopped = False
         self._claim_failures = 0
+        # Where a lost claim's rows can be told apart (docs/protocol.md §6.5): every row
+        # claimed before has attempted_at below _claimed_since (database time, from the
+        # last claim that returned rows, or the start upsert), except that claim's own.
+        self._claimed_since: datetime | None = None
+        self._claimed_last_ids: frozenset[int] = frozenset()
+        self._reconcile_pending = False
 
     # ---------------------------------------------------------------- views
 
@@ -246,6 +256,11 @@ class Producer(Machine):
         claim = self._flight_of(ClaimJobs)
         return claim if isinstance(claim, ClaimJobs) else None
 
+    @property
+    def _claiming(self) -> bool:
+        # A reconcile must never overlap a claim: it would take back rows the claim is returning.
+        return self.claim_in_flight is not None or self._flight_of(ReconcileClaim) is not None
+
     def _output(self, intents: tuple[Intent, ...], deadline: datetime | None) -> ProducerOutput:
         out = ProducerOutput(
             intents=intents,
@@ -255,11 +270,12 @@ class Producer(Machine):
             queue_events=tuple(self._effects_queue),
             start_error=self._effects_start_error,
             claim_failure=self._effects_claim_failure,
+            reconciled_job_ids=self._effects_reconciled,
             stopped=self._effects_stopped,
         )
         self._effects_start, self._effects_cancel, self._effects_queue = [], [], []
         self._effects_start_error, self._effects_stopped = None, False
-        self._effects_claim_failure = None
+        self._effects_claim_failure, self._effects_reconciled = None, ()
         return out
 
     # ---------------------------------------------------------------- lifecycle
@@ -274,6 +290,7 @@ class Producer(Machine):
             raise ProtocolError(f"UpsertQueue result must be a QueueRow or None, got {type(row).__name__}")
         self.paused = self._polled_paused = row is not None and row.paused_at is not None
         self._metadata = self._polled_metadata = row.metadata if row is not None else {}
+        self._claimed_since = row.updated_at if row is not None else None
         self.state = _S.RUNNING
         self._timers["poll"] = now + self._poll_wait()
         self._timers["refresh"] = now + uniform(self._rng, timedelta(0), START_STAGGER_MAX)
@@ -298,7 +315,7 @@ class Producer(Machine):
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        if self.state is _S.STOPPING and not self._running and self.claim_in_flight is None:
+        if self.state is _S.STOPPING and not self._running and not self._claiming:
             self.state = _S.STOPPED
             self._effects_stopped = True
 
@@ -309,7 +326,7 @@ class Producer(Machine):
         return uniform(self._rng, interval, interval + max(interval / 10, FETCH_POLL_JITTER_MIN))
 
     def _on_tick(self, event: Tick, now: datetime) -> None:
-        if self._due("cooldown", now) and self._trigger_pending and self.claim_in_flight is None:
+        if self._due("cooldown", now) and self._trigger_pending and not self._claiming:
             self._trigger_pending = False
             self._fire(now)
         if self._due("poll", now):
@@ -329,7 +346,7 @@ class Producer(Machine):
     def _trigger(self, now: datetime) -> None:
         """Leading-edge debounce: fire now unless cooling down or a claim is in flight."""
         cooling = self._cooldown_until is not None and now < self._cooldown_until
-        if cooling or self.claim_in_flight is not None:
+        if cooling or self._claiming:
             self._trigger_pending = True
             if cooling and self._cooldown_until is not None:
                 self._timers["cooldown"] = self._cooldown_until
@@ -339,6 +356,11 @@ class Producer(Machine):
     def _fire(self, now: datetime) -> None:
         self._cooldown_until = now + self.config.fetch_cooldown
         self._timers.pop("cooldown", None)
+        if self._reconcile_pending:
+            # An earlier reconcile failed; its rows come first, and the claim follows its answer.
+            self._trigger_pending = True
+            self._reconcile()
+            return
         if self.paused:
             return
         limit = self.config.max_workers - self.active_count
@@ -369,6 +391,10 @@ class Producer(Machine):
     def _on_claimed(self, event: IntentSucceeded, now: datetime) -> None:
         self._claim_failures = 0
         rows = tuple(event.result or ())
+        stamped = [r for r in rows if isinstance(r, JobRow) and r.attempted_at is not None]
+        if stamped:
+            self._claimed_since = max(r.attempted_at for r in stamped if r.attempted_at is not None)
+            self._claimed_last_ids = frozenset(r.id for r in stamped if r.attempted_at == self._claimed_since)
         if len(rows) > self._claim_limit:
             raise ProtocolError(f"claim returned {len(rows)} rows for a limit of {self._claim_limit}")
         for row in rows:
@@ -386,6 +412,40 @@ class Producer(Machine):
     def _on_claim_failed(self, event: IntentFailed, now: datetime) -> None:
         self._claim_failures += 1
         self._effects_claim_failure = ClaimFailure(event.error, self._claim_failures)
+        if not event.fatal:
+            # The claim may have committed with its answer lost on the way back (a dropped
+            # connection, a timeout): put its rows back now rather than leave them running
+            # until the rescuer. After a claim that really rolled back nothing matches.
+            self._reconcile_pending = True
+            self._reconcile()
+            return
+        self._after_claim(now)
+
+    def _reconcile(self) -> None:
+        self._emit(
+            ReconcileClaim(
+                queue=self.config.queue,
+                client_id=self.config.client_id,
+                claimed_since=self._claimed_since,
+                exclude_ids=tuple(sorted(self._running | self._claimed_last_ids)),
+            ),
+            HOT_STATEMENT_TIMEOUT,
+        )
+
+    def _on_reconciled(self, event: IntentSucceeded, now: datetime) -> None:
+        self._reconcile_pending = False
+        restored = tuple(event.result or ())
+        if any(job_id in self._running for job_id in restored):
+            raise ProtocolError(f"reconcile put back jobs running here: {restored}")
+        self._effects_reconciled = restored
+        if restored:
+            self._trigger_pending = True  # they are available again, here or anywhere
+        self._after_claim(now)
+
+    def _on_reconcile_failed(self, event: IntentFailed, now: datetime) -> None:
+        # Still pending: retried before the next claim. A stopping producer gives up on it.
+        if event.fatal:
+            self._reconcile_pending = False
         self._after_claim(now)
 
     def _after_claim(self, now: datetime) -> None:
