@@ -45,13 +45,22 @@ def accepts_triggers(runner: Any) -> bool:
 
 def report_producer_output(queue: str, out: ProducerOutput, publish: Callable[[Event], None],
                            log: logging.Logger) -> None:
-    """Publish a producer's queue events, answer the control messages it settled, log a failed start."""
+    """Publish a producer's queue events, answer the control messages it settled, and log a failed
+    start or claim."""
     for ack in out.acks:
         ack.set()  # threading.Event or trio.Event: the admin call waiting on it returns
     for qe in out.queue_events:
         publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
     if out.start_error is not None:
         log.error("river: producer for queue %r failed to start: %s", queue, out.start_error)
+    failure = out.claim_failure
+    if failure is not None:
+        log.log(logging.WARNING if failure.repeated else logging.DEBUG,
+                "river: claiming jobs of queue %r failed (%d in a row): %s",
+                queue, failure.consecutive, failure.error)
+    if out.reconciled_job_ids:
+        log.warning("river: a claim on queue %r failed but had committed; put %d job(s) back to"
+                    " available: %s", queue, len(out.reconciled_job_ids), list(out.reconciled_job_ids))
 
 
 def report_completer_output(out: CompleterOutput, publish: Callable[[Event], None],

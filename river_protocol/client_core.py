@@ -76,7 +76,7 @@ from river_protocol.options import (
     validate_max_attempts,
     validate_queue_name,
 )
-from river_protocol.outcomes import Failed, Outcome, unknown_kind_failure
+from river_protocol.outcomes import Failed, Outcome, undecodable_failure, unknown_kind_failure
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules, unique_fields_of
@@ -597,6 +597,9 @@ class ClientCore:
     def plan_job(self, job: JobRow) -> JobPlan:
         """What to do with a claimed job (§7.1 steps 2-4)."""
         worker = self.workers.get(job.kind)
+        if job.undecodable is not None:
+            # Failed like args that don't decode: an errors[] entry, retries, then discard.
+            return JobPlan(job, worker, None, None, undecodable_failure(job.undecodable), False)
         if worker is None:
             return JobPlan(job, None, None, None, unknown_kind_failure(job.kind), False)
         try:

@@ -151,6 +151,28 @@ class ClaimJobs(Intent):
 
 
 @dataclass(frozen=True, slots=True)
+class ReconcileClaim(Intent):
+    """Undo a claim whose answer was lost: its rows may be committed as running for
+    ``client_id`` although the client never saw them, and nothing else would touch
+    them until the rescuer.
+
+    Puts back to ``available`` every row of ``queue`` that is running, was last
+    attempted by ``client_id`` at or after ``claimed_since`` (``None``: any time),
+    and is not in ``exclude_ids`` (what the client is running, plus the rows of the
+    claim that set ``claimed_since``, whose outcomes may still be on their way).
+    The claim's changes are undone as far as River's columns keep them: attempt
+    decremented, this client's entry dropped from the end of ``attempted_by``,
+    and ``attempted_at`` cleared when no attempt remains (an earlier value is
+    not stored anywhere). Returns the ids put back, ascending.
+    """
+
+    queue: str
+    client_id: str
+    claimed_since: datetime | None
+    exclude_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SetStateUpdate:
     """One job's requested final state (docs/protocol.md §8.1); ``None`` = leave unchanged."""
 

@@ -44,7 +44,12 @@ def encode_attempt_error(at: datetime | GoTime, attempt: int, error: str, trace:
 
 @dataclass(frozen=True, slots=True)
 class JobRow:
-    """Every column of ``river_job``; ``encoded_args`` are the stored JSON bytes."""
+    """Every column of ``river_job``; ``encoded_args`` are the stored JSON bytes.
+
+    ``undecodable`` is set when some stored value could not be read (a row
+    another writer got wrong): it says which columns and why, and those
+    columns hold neutral placeholders. Such a job is failed, never worked.
+    """
 
     id: int
     kind: str
@@ -64,6 +69,7 @@ class JobRow:
     tags: tuple[str, ...] = ()
     unique_key: bytes | None = None
     unique_states: int | None = None
+    undecodable: str | None = None
 
     @property
     def args(self) -> Any:

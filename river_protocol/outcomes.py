@@ -129,6 +129,11 @@ def unknown_kind_failure(kind: str) -> Failed:
     return Failed(f"job kind is not registered in the client's Workers bundle: {kind}")
 
 
+def undecodable_failure(problems: str) -> Failed:
+    """The failure recorded for a stored row whose values could not be read (``JobRow.undecodable``)."""
+    return Failed(f"job row could not be decoded: {problems}")
+
+
 @dataclass(frozen=True, slots=True)
 class _HandlerCancel:
     """A failure the error handler chose to cancel: cancelled, original error text kept."""

@@ -136,21 +136,29 @@ def _json_object(value: Any) -> dict[str, Any]:
         return {}
     loaded = json.loads(_json_text(value))
     if not isinstance(loaded, dict):
-        raise ValidationError(f"metadata must be a JSON object, found {loaded!r}")
+        raise ValidationError(f"metadata must be a JSON object, found {loaded!r}"[:200])
     return loaded
 
 
-def _strings(value: Any) -> tuple[str, ...]:
+def _strings_raw(value: Any) -> Sequence[Any]:
     if value is None:
         return ()
     if isinstance(value, list | tuple):
-        return tuple(str(v) for v in value)
+        return value
     loaded = json.loads(_json_text(value))
     if loaded is None:
         return ()
     if not isinstance(loaded, list):
-        raise ValidationError(f"expected a JSON array of strings, found {loaded!r}")
-    return tuple(str(v) for v in loaded)
+        raise ValidationError(f"expected a JSON array of strings, found {loaded!r}"[:200])
+    return loaded
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    strings = _strings_raw(value)
+    for s in strings:
+        if s.__class__ is not str:
+            raise ValidationError(f"expected strings, found {s!r}")
+    return tuple(strings)
 
 
 def _errors(elements: Sequence[Any]) -> tuple[AttemptError, ...]:
@@ -182,24 +190,33 @@ def _unique_states(value: Any) -> int | None:
 
 def job_row_from_pg(row: Sequence[Any]) -> JobRow:
     """A row selected with ``pg_job_columns()``."""
-    errors = row[13]
-    return _job_row(row, errors=_errors(errors) if errors is not None else ())
+    try:
+        errors = row[13]
+        return _job_row(row, errors=_errors(errors) if errors is not None else ())
+    except _UNREADABLE:
+        return _lenient_job_row(row, _pg_error_elements)
 
 
 def job_row_from_sqlite(row: Sequence[Any]) -> JobRow:
     """A row selected with ``sqlite_job_columns()`` (errors arrive as one JSON array)."""
-    raw = row[13]
-    elements: list[Any] = json.loads(_json_text(raw)) if raw is not None else []
-    return _job_row(row, errors=_errors(elements or []))
+    try:
+        raw = row[13]
+        elements: list[Any] = json.loads(_json_text(raw)) if raw is not None else []
+        return _job_row(row, errors=_errors(elements or []))
+    except _UNREADABLE:
+        return _lenient_job_row(row, _sqlite_error_elements)
 
 
 def _job_row(row: Sequence[Any], *, errors: tuple[AttemptError, ...]) -> JobRow:
     if len(row) < JOB_COLUMN_COUNT:
         raise ValidationError(f"job row has {len(row)} columns, expected {JOB_COLUMN_COUNT}")
+    args = _json_bytes(row[2])
+    if args[:1] != b"{":  # both databases hand JSON back trimmed, so an object starts with "{"
+        raise ValidationError("args must be a JSON object")
     return JobRow(
         id=int(row[0]),
         kind=str(row[1]),
-        encoded_args=_json_bytes(row[2]),
+        encoded_args=args,
         state=JobState.parse(str(row[3])),
         queue=str(row[4]),
         priority=int(row[5]),
@@ -216,6 +233,114 @@ def _job_row(row: Sequence[Any], *, errors: tuple[AttemptError, ...]) -> JobRow:
         unique_key=_unique_key(row[16]),
         unique_states=_unique_states(row[17]),
     )
+
+
+# ---------------------------------------------------------------- lenient rows
+#
+# Rows written by another language, by hand or by an older client may hold
+# values our writers never produce. One such row must not fail the statement
+# that read it (a claim would roll back and the whole queue would stall), so
+# the strict reader above falls back to this one, which reads each column on
+# its own, puts a neutral value where one is unreadable, and says why in
+# ``JobRow.undecodable``. The client fails such a job through the normal
+# error path instead of running it.
+
+# What a value of the wrong shape raises while being read; RecursionError is
+# JSON nested too deep, ValueError also covers integers too long to convert.
+_UNREADABLE = (ValidationError, ValueError, TypeError, KeyError, AttributeError,
+               IndexError, OverflowError, RecursionError)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _pg_error_elements(value: Any) -> list[Any]:
+    # jsonb[] elements arrive as JSON text; SQLite's array arrives already parsed.
+    return [] if value is None else [e if isinstance(e, dict) else json.loads(_json_text(e)) for e in value]
+
+
+def _sqlite_error_elements(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    loaded = json.loads(_json_text(value))
+    if loaded is None:
+        return []
+    if not isinstance(loaded, list):
+        raise ValidationError(f"expected a JSON array, found {type(loaded).__name__}")
+    return loaded
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    text = str(exc)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _lenient_job_row(row: Sequence[Any], error_elements: Any) -> JobRow:
+    if len(row) < JOB_COLUMN_COUNT:
+        raise ValidationError(f"job row has {len(row)} columns, expected {JOB_COLUMN_COUNT}")
+    job_id = int(row[0])
+    problems: list[str] = []
+
+    def read(column: str, reader: Any, value: Any, fallback: Any) -> Any:
+        try:
+            return reader(value)
+        except _UNREADABLE as exc:
+            problems.append(f"{column}: {_describe(exc)}")
+            return fallback
+
+    try:
+        state = JobState.parse(str(row[3]))
+    except ValueError:
+        # Both schemas constrain the state, and a claim only returns rows it set
+        # running, so this is a read of a row nobody can work: say which one.
+        raise ValidationError(f"job {job_id} has unknown state {row[3]!r}") from None
+    args = read("args", _object_bytes, row[2], b"{}")
+    elements = read("errors", error_elements, row[13], [])
+    errors = tuple(read("errors", _error_element, e, AttemptError(_EPOCH, 0, "")) for e in elements)
+    return JobRow(
+        id=job_id,
+        kind=str(row[1]),
+        encoded_args=args,
+        state=state,
+        queue=str(row[4]),
+        priority=read("priority", int, row[5], 1),
+        attempt=read("attempt", int, row[6], 0),
+        max_attempts=read("max_attempts", int, row[7], 1),
+        attempted_at=read("attempted_at", _utc_or_none, row[8], None),
+        attempted_by=read("attempted_by", _strict_strings, row[9], ()),
+        created_at=read("created_at", _utc_or_none, row[10], None),
+        finalized_at=read("finalized_at", _utc_or_none, row[11], None),
+        scheduled_at=read("scheduled_at", _utc_or_none, row[12], None),
+        errors=errors,
+        metadata=read("metadata", _json_object, row[14], {}),
+        tags=read("tags", _strict_strings, row[15], ()),
+        unique_key=read("unique_key", _unique_key, row[16], None),
+        unique_states=read("unique_states", _unique_states, row[17], None),
+        undecodable="; ".join(problems) or None,
+    )
+
+
+def _object_bytes(value: Any) -> bytes:
+    encoded = _json_bytes(value)
+    if encoded[:1] != b"{":
+        raise ValidationError(f"must be a JSON object, found {encoded[:40]!r}")
+    return encoded
+
+
+def _error_element(value: Any) -> AttemptError:
+    if not isinstance(value, dict):
+        raise ValidationError(f"an element is not a JSON object: {value!r}"[:200])
+    missing = [f for f in ("at", "attempt") if f not in value]
+    if missing:
+        raise ValidationError(f"an element lacks {', '.join(missing)}")
+    return AttemptError.from_json(value)
+
+
+def _strict_strings(value: Any) -> tuple[str, ...]:
+    strings = _strings_raw(value)
+    if not all(isinstance(s, str) for s in strings):
+        raise ValidationError(f"expected strings, found {list(strings)!r}"[:200])
+    return tuple(strings)
 
 
 def queue_row(row: Sequence[Any]) -> QueueRow:

@@ -1,4 +1,4 @@
-"""The producer of one queue in one client (docs/protocol.md §6.2-§6.4, §12.3, §13.3).
+"""The producer of one queue in one client (docs/protocol.md §6.2-§6.5, §12.3, §13.3).
 
 It decides *when* to claim and how many, never how to run a job: claimed rows
 come out as ``start_jobs`` and the driver reports each one back with
@@ -29,7 +29,7 @@ from river_protocol.constants import (
     START_STAGGER_MAX,
 )
 from river_protocol.errors import ProtocolError, ValidationError
-from river_protocol.intents import ClaimJobs, GetQueue, Intent, QueueRow, UpsertQueue
+from river_protocol.intents import ClaimJobs, GetQueue, Intent, QueueRow, ReconcileClaim, UpsertQueue
 from river_protocol.job import JobRow
 from river_protocol.machines.base import (
     Event,
@@ -114,12 +114,27 @@ class QueueEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimFailure:
+    """A claim that failed, and how many have failed in a row (this one included)."""
+
+    error: BaseException
+    consecutive: int
+
+    @property
+    def repeated(self) -> bool:
+        """A failure that repeats is not a blip: drivers log it at WARNING with its cause."""
+        return self.consecutive > 1
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerOutput(Output):
     start_jobs: tuple[JobRow, ...] = ()
     cancel_job_ids: tuple[int, ...] = ()
     queue_events: tuple[QueueEvent, ...] = ()
     acks: tuple[Any, ...] = ()  # ControlMessage acks now settled
     start_error: BaseException | None = None
+    claim_failure: ClaimFailure | None = None
+    reconciled_job_ids: tuple[int, ...] = ()  # rows of a lost claim put back to available
     stopped: bool = False
 
 
@@ -195,6 +210,11 @@ class Producer(Machine):
         (_S.STOPPING, SlotReleased): to(_S.STOPPING, via="_on_slot_released"),
         (_S.STOPPING, (_OK, ClaimJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claimed"),
         (_S.STOPPING, (_FAIL, ClaimJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claim_failed"),
+        (_S.RUNNING, (_OK, ReconcileClaim)): to(_S.RUNNING, via="_on_reconciled"),
+        (_S.RUNNING, (_FAIL, ReconcileClaim)): to(_S.RUNNING, via="_on_reconcile_failed"),
+        # Conditional while stopping: a reconcile is the last statement a stopping producer waits for.
+        (_S.STOPPING, (_OK, ReconcileClaim)): to(_S.STOPPING, _S.STOPPED, via="_on_reconciled"),
+        (_S.STOPPING, (_FAIL, ReconcileClaim)): to(_S.STOPPING, _S.STOPPED, via="_on_reconcile_failed"),
         # Refresh/poll results are advisory; late ones after stop are dropped.
         **{(s, (r, UpsertQueue)): to(s, via="_ignore") for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)
            for r in (_OK, _FAIL)},
@@ -232,7 +252,16 @@ class Producer(Machine):
         self._acks_after_claim: list[Any] = []  # wait for the claim in flight when they arrived
         self._paused_before_start: bool | None = None  # a local pause/resume during the start upsert
         self._effects_start_error: BaseException | None = None
+        self._effects_claim_failure: ClaimFailure | None = None
+        self._effects_reconciled: tuple[int, ...] = ()
         self._effects_stopped = False
+        self._claim_failures = 0
+        # Where a lost claim's rows can be told apart (docs/protocol.md §6.5): every row
+        # claimed before has attempted_at below _claimed_since (database time, from the
+        # last claim that returned rows, or the start upsert), except that claim's own.
+        self._claimed_since: datetime | None = None
+        self._claimed_last_ids: frozenset[int] = frozenset()
+        self._reconcile_pending = False
 
     # ---------------------------------------------------------------- views
 
@@ -249,6 +278,11 @@ class Producer(Machine):
         claim = self._flight_of(ClaimJobs)
         return claim if isinstance(claim, ClaimJobs) else None
 
+    @property
+    def _claiming(self) -> bool:
+        # A reconcile must never overlap a claim: it would take back rows the claim is returning.
+        return self.claim_in_flight is not None or self._flight_of(ReconcileClaim) is not None
+
     def _output(self, intents: tuple[Intent, ...], deadline: datetime | None) -> ProducerOutput:
         out = ProducerOutput(
             intents=intents,
@@ -258,11 +292,14 @@ class Producer(Machine):
             queue_events=tuple(self._effects_queue),
             acks=tuple(self._effects_acks),
             start_error=self._effects_start_error,
+            claim_failure=self._effects_claim_failure,
+            reconciled_job_ids=self._effects_reconciled,
             stopped=self._effects_stopped,
         )
         self._effects_start, self._effects_cancel, self._effects_queue = [], [], []
         self._effects_acks = []
         self._effects_start_error, self._effects_stopped = None, False
+        self._effects_claim_failure, self._effects_reconciled = None, ()
         return out
 
     # ---------------------------------------------------------------- lifecycle
@@ -280,6 +317,7 @@ class Producer(Machine):
             # Newer than the row: the upsert may have read the queue before that change committed.
             self.paused = self._paused_before_start
             self._queue_event(QueueEventKind.PAUSED if self.paused else QueueEventKind.RESUMED)
+        self._claimed_since = row.updated_at if row is not None else None
         self._timers["poll"] = now + self._poll_wait()
         self._timers["refresh"] = now + uniform(self._rng, timedelta(0), START_STAGGER_MAX)
         if self.config.poll_only:
@@ -300,7 +338,7 @@ class Producer(Machine):
         self._maybe_finish()
 
     def _maybe_finish(self) -> None:
-        if self.state is _S.STOPPING and not self._running and self.claim_in_flight is None:
+        if self.state is _S.STOPPING and not self._running and not self._claiming:
             self._enter(_S.STOPPED)
             self._effects_stopped = True
 
@@ -311,7 +349,7 @@ class Producer(Machine):
         return uniform(self._rng, interval, interval + max(interval / 10, FETCH_POLL_JITTER_MIN))
 
     def _on_tick(self, event: Tick, now: datetime) -> None:
-        if self._due("cooldown", now) and self._trigger_pending and self.claim_in_flight is None:
+        if self._due("cooldown", now) and self._trigger_pending and not self._claiming:
             self._trigger_pending = False
             self._fire(now)
         if self._due("poll", now):
@@ -331,7 +369,7 @@ class Producer(Machine):
     def _trigger(self, now: datetime) -> None:
         """Leading-edge debounce: fire now unless cooling down or a claim is in flight."""
         cooling = self._cooldown_until is not None and now < self._cooldown_until
-        if cooling or self.claim_in_flight is not None:
+        if cooling or self._claiming:
             self._trigger_pending = True
             if cooling and self._cooldown_until is not None:
                 self._timers["cooldown"] = self._cooldown_until
@@ -341,6 +379,11 @@ class Producer(Machine):
     def _fire(self, now: datetime) -> None:
         self._cooldown_until = now + self.config.fetch_cooldown
         self._timers.pop("cooldown", None)
+        if self._reconcile_pending:
+            # An earlier reconcile failed; its rows come first, and the claim follows its answer.
+            self._trigger_pending = True
+            self._reconcile()
+            return
         if self.paused:
             return
         limit = self.config.max_workers - self.active_count
@@ -369,7 +412,12 @@ class Producer(Machine):
         self._trigger(now)
 
     def _on_claimed(self, event: IntentSucceeded, now: datetime) -> None:
+        self._claim_failures = 0
         rows = tuple(event.result or ())
+        stamped = [r for r in rows if isinstance(r, JobRow) and r.attempted_at is not None]
+        if stamped:
+            self._claimed_since = max(r.attempted_at for r in stamped if r.attempted_at is not None)
+            self._claimed_last_ids = frozenset(r.id for r in stamped if r.attempted_at == self._claimed_since)
         if len(rows) > self._claim_limit:
             raise ProtocolError(f"claim returned {len(rows)} rows for a limit of {self._claim_limit}")
         for row in rows:
@@ -385,11 +433,51 @@ class Producer(Machine):
         self._after_claim(now)
 
     def _on_claim_failed(self, event: IntentFailed, now: datetime) -> None:
+        self._claim_failures += 1
+        self._effects_claim_failure = ClaimFailure(event.error, self._claim_failures)
+        if not event.fatal:
+            # The claim may have committed with its answer lost on the way back (a dropped
+            # connection, a timeout): put its rows back now rather than leave them running
+            # until the rescuer. After a claim that really rolled back nothing matches.
+            self._reconcile_pending = True
+            self._reconcile()
+            self._release_acks()  # the claim is over; a reconcile starts no job
+            return
         self._after_claim(now)
 
-    def _after_claim(self, now: datetime) -> None:
+    def _reconcile(self) -> None:
+        self._emit(
+            ReconcileClaim(
+                queue=self.config.queue,
+                client_id=self.config.client_id,
+                claimed_since=self._claimed_since,
+                exclude_ids=tuple(sorted(self._running | self._claimed_last_ids)),
+            ),
+            HOT_STATEMENT_TIMEOUT,
+        )
+
+    def _on_reconciled(self, event: IntentSucceeded, now: datetime) -> None:
+        self._reconcile_pending = False
+        restored = tuple(event.result or ())
+        if any(job_id in self._running for job_id in restored):
+            raise ProtocolError(f"reconcile put back jobs running here: {restored}")
+        self._effects_reconciled = restored
+        if restored:
+            self._trigger_pending = True  # they are available again, here or anywhere
+        self._after_claim(now)
+
+    def _on_reconcile_failed(self, event: IntentFailed, now: datetime) -> None:
+        # Still pending: retried before the next claim. A stopping producer gives up on it.
+        if event.fatal:
+            self._reconcile_pending = False
+        self._after_claim(now)
+
+    def _release_acks(self) -> None:
         self._effects_acks.extend(self._acks_after_claim)
         self._acks_after_claim.clear()
+
+    def _after_claim(self, now: datetime) -> None:
+        self._release_acks()
         if self.state is _S.STOPPING:
             self._maybe_finish()
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from river_protocol.errors import ProtocolError, ValidationError
-from river_protocol.intents import ClaimJobs, GetQueue, QueueRow, UpsertQueue
+from river_protocol.intents import ClaimJobs, GetQueue, QueueRow, ReconcileClaim, UpsertQueue
 from river_protocol.job import JobRow
 from river_protocol.machines.base import IntentFailed, IntentSucceeded, Stop, Tick
 from river_protocol.machines.notifications import ControlPayload
@@ -76,6 +77,12 @@ def claim_of(out: ProducerOutput) -> ClaimJobs:
     claims = [i for i in out.intents if isinstance(i, ClaimJobs)]
     assert len(claims) == 1, out.intents
     return claims[0]
+
+
+def reconcile_of(out: ProducerOutput) -> ReconcileClaim:
+    found = [i for i in out.intents if isinstance(i, ReconcileClaim)]
+    assert len(found) == 1 and not [i for i in out.intents if isinstance(i, ClaimJobs)], out.intents
+    return found[0]
 
 
 def no_claim(out: ProducerOutput) -> None:
@@ -263,10 +270,11 @@ def test_start_failure_reports_error() -> None:
     assert out.start_error is err and out.stopped
 
 
-def test_claim_failure_allows_next_trigger() -> None:
+def test_claim_failure_allows_next_trigger_once_reconciled() -> None:
     p, out = started()
-    p.handle(IntentFailed(claim_of(out), RuntimeError("x")), at(0.01))
-    claim_of(p.handle(TriggerFetch(), at(0.2)))
+    reconcile = reconcile_of(p.handle(IntentFailed(claim_of(out), RuntimeError("x")), at(0.01)))
+    no_claim(p.handle(TriggerFetch(), at(0.2)))  # never alongside the reconcile
+    claim_of(p.handle(IntentSucceeded(reconcile, []), at(0.21)))
 
 
 def test_slot_released_frees_capacity() -> None:
@@ -345,6 +353,8 @@ _event_kinds = st.sampled_from(
         "release",
         "claim_ok",
         "claim_fail",
+        "reconcile_ok",
+        "reconcile_fail",
         "pause",
         "resume",
         "trigger",
@@ -378,6 +388,7 @@ def test_random_sequences_keep_invariants(
             continue
         now += timedelta(seconds=dt) if kind == "advance" else timedelta(milliseconds=n)
         claim = p.claim_in_flight
+        reconcile = next((i for i in p.in_flight if isinstance(i, ReconcileClaim)), None)
         running = sorted(p.running_job_ids)
         if kind == "claim_ok" and claim is not None:
             count = min(n, claim.limit)
@@ -388,6 +399,12 @@ def test_random_sequences_keep_invariants(
         elif kind == "claim_fail" and claim is not None:
             out = p.handle(IntentFailed(claim, RuntimeError("x")), now)
             pending.remove(claim)
+        elif kind == "reconcile_ok" and reconcile is not None:
+            out = p.handle(IntentSucceeded(reconcile, []), now)
+            pending.remove(reconcile)
+        elif kind == "reconcile_fail" and reconcile is not None:
+            out = p.handle(IntentFailed(reconcile, RuntimeError("x")), now)
+            pending.remove(reconcile)
         elif kind == "finish" and running:
             out = p.handle(JobFinished(running[n % len(running)]), now)
         elif kind == "release" and running:
@@ -411,6 +428,11 @@ def test_random_sequences_keep_invariants(
         new_claims = [i for i in out.intents if isinstance(i, ClaimJobs)]
         # Never more than one claim in flight, never while paused or stopping, never beyond capacity.
         assert len([i for i in p.in_flight if isinstance(i, ClaimJobs)]) <= 1
+        # A reconcile never overlaps a claim, and never touches what is running here.
+        reconciles = [i for i in p.in_flight if isinstance(i, ReconcileClaim)]
+        assert len(reconciles) + (p.claim_in_flight is not None) <= 1
+        for r in reconciles:
+            assert p.running_job_ids <= set(r.exclude_ids)
         for c in new_claims:
             assert not p.paused
             assert p.state is ProducerState.RUNNING
@@ -421,3 +443,84 @@ def test_random_sequences_keep_invariants(
         pending.extend(new_claims)
         if out.next_deadline is not None:
             assert out.next_deadline >= now - timedelta(seconds=1) or p.state is not ProducerState.RUNNING
+
+
+def test_claim_failures_are_counted_until_a_claim_succeeds() -> None:
+    p, out = started()
+    err = RuntimeError("boom")
+    out = p.handle(IntentFailed(claim_of(out), err), at(0.01))
+    assert out.claim_failure is not None and out.claim_failure.error is err
+    assert out.claim_failure.consecutive == 1 and not out.claim_failure.repeated
+    p.handle(IntentSucceeded(reconcile_of(out), []), at(0.02))
+    out = p.handle(IntentFailed(claim_of(p.handle(TriggerFetch(), at(0.2))), err), at(0.21))
+    assert out.claim_failure is not None and out.claim_failure.consecutive == 2 and out.claim_failure.repeated
+    # Reported once, with the failure that caused it: the next output carries none.
+    out = p.handle(IntentSucceeded(reconcile_of(out), []), at(0.22))
+    assert out.claim_failure is None
+    p.handle(IntentSucceeded(claim_of(p.handle(TriggerFetch(), at(0.4))), []), at(0.41))
+    out = p.handle(IntentFailed(claim_of(p.handle(TriggerFetch(), at(0.6))), err), at(0.61))
+    assert out.claim_failure is not None and out.claim_failure.consecutive == 1
+
+
+def claimed(*ids: int, at_time: datetime) -> list[JobRow]:
+    return [dataclasses.replace(j, attempted_at=at_time) for j in jobs(*ids)]
+
+
+def test_failed_claim_reconciles_rows_claimed_since_the_last_seen_claim() -> None:
+    p, out = started(max_workers=5)
+    # Before any rows were seen, the bound is the start upsert's time (database clock).
+    first = reconcile_of(p.handle(IntentFailed(claim_of(out), ConnectionError("lost")), at(0.01)))
+    assert first == ReconcileClaim(queue="q", client_id="c1", claimed_since=T0, exclude_ids=())
+    out = p.handle(IntentSucceeded(first, []), at(0.02))
+    assert out.reconciled_job_ids == ()
+    db_time = T0 + timedelta(seconds=7)  # the database clock need not match the client's
+    claim = claim_of(p.handle(TriggerFetch(), at(0.2)))
+    p.handle(IntentSucceeded(claim, claimed(1, 2, at_time=db_time)), at(0.21))
+    p.handle(JobFinished(2), at(0.3))  # its outcome may not be committed yet: never reconciled
+    claim = claim_of(p.handle(TriggerFetch(), at(0.5)))
+    out = p.handle(IntentFailed(claim, ConnectionError("lost")), at(0.51))
+    reconcile = reconcile_of(out)
+    assert reconcile.claimed_since == db_time and reconcile.exclude_ids == (1, 2)
+    assert p.claim_in_flight is None
+    no_claim(p.handle(InsertNotification("q"), at(0.6)))
+    out = p.handle(IntentSucceeded(reconcile, [3, 4]), at(0.61))
+    # The restored rows are available again: fetch at once.
+    assert out.reconciled_job_ids == (3, 4)
+    assert claim_of(out).limit == 4
+
+
+def test_failed_reconcile_is_retried_before_the_next_claim() -> None:
+    p, out = started()
+    reconcile = reconcile_of(p.handle(IntentFailed(claim_of(out), ConnectionError("lost")), at(0.01)))
+    out = p.handle(IntentFailed(reconcile, ConnectionError("still down")), at(0.02))
+    no_claim(out)
+    again = reconcile_of(p.handle(TriggerFetch(), at(0.3)))
+    assert again == reconcile
+    out = p.handle(IntentSucceeded(again, []), at(0.31))
+    no_claim(out)  # the trigger's cooldown still holds for the claim
+    claim_of(p.handle(Tick(), at(0.4)))
+
+
+def test_fatal_claim_failure_does_not_reconcile() -> None:
+    p, out = started()
+    out = p.handle(IntentFailed(claim_of(out), RuntimeError("closed"), fatal=True), at(0.01))
+    assert not [i for i in out.intents if isinstance(i, ReconcileClaim)]
+
+
+def test_stopping_producer_reconciles_before_it_stops() -> None:
+    p, out = started()
+    claim = claim_of(out)
+    p.handle(Stop(), at(0.01))
+    reconcile = reconcile_of(p.handle(IntentFailed(claim, ConnectionError("lost")), at(0.02)))
+    assert p.state is ProducerState.STOPPING
+    out = p.handle(IntentSucceeded(reconcile, [9]), at(0.03))
+    assert out.stopped and out.reconciled_job_ids == (9,) and not out.intents
+
+
+def test_reconcile_answer_naming_a_running_job_is_a_protocol_error() -> None:
+    p, out = started()
+    p.handle(IntentSucceeded(claim_of(out), claimed(1, at_time=T0)), at(0.01))
+    reconcile = reconcile_of(p.handle(IntentFailed(claim_of(p.handle(TriggerFetch(), at(0.2))),
+                                                   ConnectionError("lost")), at(0.21)))
+    with pytest.raises(ProtocolError, match="running here"):
+        p.handle(IntentSucceeded(reconcile, [1]), at(0.22))

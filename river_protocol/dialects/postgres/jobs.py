@@ -23,6 +23,7 @@ from river_protocol.intents import (
     InsertJobsFast,
     InsertResult,
     Intent,
+    ReconcileClaim,
     SetStateIfRunning,
     Statement,
 )
@@ -179,6 +180,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
         raise ValidationError("a claim takes either tags_any or untagged_only, not both")
     b = binder()
     cap = intent.max_attempted_by
+    # attempt is a smallint: least() keeps a hand-written maximum from failing every claim of the queue.
     sql = f"""
         WITH locked AS (
             SELECT id FROM {d.prefix}river_job
@@ -190,7 +192,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
         )
         UPDATE {d.prefix}river_job j
         SET state = 'running',
-            attempt = j.attempt + 1,
+            attempt = least(j.attempt, 32766) + 1,
             attempted_at = {now_sql(b, intent.now)},
             attempted_by = array_append(
                 CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= {b.p(cap)}::int
@@ -203,6 +205,29 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
     """
     rows = yield Statement(sql, tuple(b.params))
     return job_rows(rows)
+
+
+def _reconcile_claim(d: Any, intent: ReconcileClaim) -> Plan[list[int]]:
+    b = binder()
+    # Placeholders are numbered as written, so the WHERE clause is built in its own order.
+    where = (f"state = 'running' AND queue = {b.p(intent.queue)}::text"
+             f" AND attempted_by[array_length(attempted_by, 1)] = {b.p(intent.client_id)}::text")
+    if intent.claimed_since is not None:
+        where += f" AND attempted_at >= {b.p(intent.claimed_since)}::timestamptz"
+    where += f" AND NOT (id = ANY({b.p(list(intent.exclude_ids))}::bigint[]))"
+    # SET reads the row as it was, so both CASEs see the claim's attempt and attempted_by.
+    sql = f"""
+        UPDATE {d.prefix}river_job
+        SET state = 'available',
+            attempt = greatest(attempt - 1, 0),
+            attempted_at = CASE WHEN attempt <= 1 THEN NULL ELSE attempted_at END,
+            attempted_by = CASE WHEN coalesce(array_length(attempted_by, 1), 0) <= 1 THEN NULL
+                                ELSE attempted_by[1:array_length(attempted_by, 1) - 1] END
+        WHERE {where}
+        RETURNING id
+    """
+    rows = yield Statement(sql, tuple(b.params))
+    return sorted(int(r[0]) for r in rows)
 
 
 def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow]]:
@@ -267,5 +292,6 @@ PLANNERS: dict[type[Intent], Planner] = {
     InsertJobsFast: _insert_jobs_fast,
     InsertFullJobs: _insert_full_jobs,
     ClaimJobs: _claim_jobs,
+    ReconcileClaim: _reconcile_claim,
     SetStateIfRunning: _set_state_if_running,
 }

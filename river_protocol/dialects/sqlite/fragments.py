@@ -16,6 +16,10 @@ from river_protocol.states import JobState
 
 JOB_COLUMNS = sqlite_job_columns()
 
+# errors as an array to append to: NULL, or a value of another type some other
+# writer left (appending to it would silently do nothing), starts a new one.
+ERRORS_ARRAY = "CASE WHEN json_type(errors) = 'array' THEN errors ELSE jsonb('[]') END"
+
 
 def binder() -> Binder:
     return Binder("?")

@@ -17,6 +17,7 @@ from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import dedupe_batch, json_text, results_in_input_order
 from river_protocol.dialects.rows import Binder, job_row_from_sqlite, sqlite_now
 from river_protocol.dialects.sqlite.fragments import (
+    ERRORS_ARRAY,
     JOB_COLUMNS,
     binder,
     in_bitmask,
@@ -34,6 +35,7 @@ from river_protocol.intents import (
     InsertParams,
     InsertResult,
     Intent,
+    ReconcileClaim,
     SetStateIfRunning,
     SetStateUpdate,
     Statement,
@@ -214,6 +216,29 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
     return job_rows((yield Statement(sql, tuple(b.params))))
 
 
+def _reconcile_claim(d: Any, intent: ReconcileClaim) -> Plan[list[int]]:
+    b = binder()
+    # Placeholders bind in the order written, so the WHERE clause is built in its own order.
+    where = (f"state = 'running' AND queue = {b.p(intent.queue)} AND json_type(attempted_by) = 'array'"
+             f" AND attempted_by ->> '$[#-1]' = {b.p(intent.client_id)}")
+    if intent.claimed_since is not None:
+        where += f" AND attempted_at >= {b.p(sqlite_time(intent.claimed_since))}"
+    where += f" AND id NOT IN (SELECT value FROM json_each({b.p(json_list(intent.exclude_ids))}))"
+    # SET reads the row as it was, so both CASEs see the claim's attempt and attempted_by.
+    sql = f"""
+        UPDATE {d.prefix}river_job
+        SET state = 'available',
+            attempt = max(attempt - 1, 0),
+            attempted_at = CASE WHEN attempt <= 1 THEN NULL ELSE attempted_at END,
+            attempted_by = CASE WHEN json_array_length(attempted_by) <= 1 THEN NULL
+                                ELSE jsonb_remove(attempted_by, '$[#-1]') END
+        WHERE {where}
+        RETURNING id
+    """
+    rows = yield Statement(sql, tuple(b.params))
+    return sorted(int(r[0]) for r in rows)
+
+
 def _set_state_one(d: Any, u: SetStateUpdate, now: datetime | None) -> Statement:
     b = binder()
 
@@ -234,7 +259,7 @@ def _set_state_one(d: Any, u: SetStateUpdate, now: datetime | None) -> Statement
             scheduled_at = CASE WHEN {cancel()} THEN scheduled_at
                                 ELSE coalesce({b.p(sqlite_time(u.scheduled_at))}, scheduled_at) END,
             errors = CASE WHEN {b.p(error)} IS NULL THEN errors
-                          ELSE jsonb_insert(coalesce(errors, jsonb('[]')), '$[#]', json({b.p(error)})) END,
+                          ELSE jsonb_insert({ERRORS_ARRAY}, '$[#]', json({b.p(error)})) END,
             metadata = CASE WHEN {b.p(u.metadata_do_merge)}
                             THEN jsonb_patch(metadata, jsonb({b.p(json_text(u.metadata_updates or b"{}"))}))
                             ELSE metadata END
@@ -267,5 +292,6 @@ PLANNERS: dict[type[Intent], Planner] = {
     InsertJobsFast: _insert_jobs_fast,
     InsertFullJobs: _insert_full_jobs,
     ClaimJobs: _claim_jobs,
+    ReconcileClaim: _reconcile_claim,
     SetStateIfRunning: _set_state_if_running,
 }

@@ -10,6 +10,7 @@ from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import index_identifier, json_text
 from river_protocol.dialects.rows import job_row_from_sqlite
 from river_protocol.dialects.sqlite.fragments import (
+    ERRORS_ARRAY,
     JOB_COLUMNS,
     binder,
     in_bitmask,
@@ -98,7 +99,7 @@ def _rescue_jobs(d: Any, intent: RescueJobs) -> Plan[None]:
     count = "metadata ->> '$.\"river:rescue_count\"'"
     sql = f"""
         UPDATE {d.prefix}river_job
-        SET errors = jsonb_insert(coalesce(errors, jsonb('[]')), '$[#]', json(?)),
+        SET errors = jsonb_insert({ERRORS_ARRAY}, '$[#]', json(?)),
             finalized_at = ?,
             scheduled_at = ?,
             state = ?,

@@ -1,0 +1,179 @@
+"""Rows other writers got wrong: each fails alone through the normal error path; the queue keeps flowing."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+from harness import WAIT, Harness  # type: ignore[import-not-found]
+from test_client_support import Task  # type: ignore[import-not-found]
+
+from behaviour.support import fast_client, row, wait_for_all
+from river_sync import Database, EventKind, InsertOpts, JobState
+
+GOOD = 20
+
+# (label, SQL fragment after SET, the text the recorded error must mention)
+PG_POISON = [
+    ("metadata null", "metadata = 'null'::jsonb", "metadata"),
+    ("metadata array", "metadata = '[]'::jsonb", "metadata"),
+    ("metadata string", "metadata = '\"s\"'::jsonb", "metadata"),
+    ("metadata huge number", "metadata = ('{\"n\": ' || repeat('9', 5000) || '}')::jsonb", "metadata"),
+    ("args array", "args = '[]'::jsonb", "args"),
+    ("args string", "args = '\"s\"'::jsonb", "args"),
+    ("tags with a null", "tags = ARRAY['a', NULL]::varchar(255)[]", "tags"),
+    ("errors lacking fields", "errors = ARRAY['{\"error\": \"x\"}'::jsonb]", "errors"),
+    ("errors not objects", "errors = ARRAY['\"x\"'::jsonb]", "errors"),
+]
+
+SQLITE_POISON = [
+    ("metadata null", "metadata = jsonb('null')", "metadata"),
+    ("metadata array", "metadata = '[]'", "metadata"),
+    ("metadata string", "metadata = jsonb('\"s\"')", "metadata"),
+    ("metadata huge number", "metadata = '{\"n\": ' || printf('%.5000c', '9') || '}'", "metadata"),
+    ("args array", "args = jsonb('[]')", "args"),
+    ("tags string", "tags = jsonb('\"a\"')", "tags"),
+    ("tags numbers", "tags = '[1, 2]'", "tags"),
+    ("attempted_by object", "attempted_by = '{\"a\": 1}'", "attempted_by"),
+    ("errors lacking fields", "errors = '[{\"error\": \"x\"}]'", "errors"),
+    ("errors an object", "errors = '{\"at\": 1}'", "errors"),
+    ("created_at unreadable", "created_at = 'last tuesday'", "created_at"),
+]
+
+
+def _corrupt(url: str, job_id: int, assignment: str) -> None:
+    with Database.from_url(url) as db, db.executor() as ex:
+        mark = "%s" if db.dialect.name == "postgres" else "?"
+        ex.conn.execute(f"UPDATE river_job SET {assignment} WHERE id = {mark}", (job_id,))
+
+
+def _poison(url: str) -> list[tuple[str, str, str]]:
+    return PG_POISON if url.startswith("postgres") else SQLITE_POISON
+
+
+def test_poison_rows_fail_alone_and_good_jobs_flow(
+    h: Harness, client_db_url: str
+) -> None:
+    seen: list[str] = []
+    workers = h.workers(lambda args: seen.append(args.name), Task)
+    client = fast_client(h, client_db_url, workers)
+    poison = _poison(client_db_url)
+    bad: dict[int, tuple[str, str]] = {}
+    for label, assignment, column in poison:
+        job_id = client.insert(Task(label), InsertOpts(max_attempts=1)).job.id
+        _corrupt(client_db_url, job_id, assignment)
+        bad[job_id] = (label, column)
+    # One poison row with attempts left: it must come back as retryable, not discarded.
+    retried = client.insert(Task("retried"), InsertOpts(max_attempts=5)).job.id
+    _corrupt(client_db_url, retried, poison[0][1])
+    good = [client.insert(Task(f"good-{i}")).job.id for i in range(GOOD)]
+    sub = client.subscribe([EventKind.JOB_COMPLETED, EventKind.JOB_FAILED])
+    with client:
+        wait_for_all(sub, [*good, *bad, retried])
+    assert sorted(seen) == sorted(f"good-{i}" for i in range(GOOD))
+    for job_id in good:
+        assert row(client_db_url, job_id).state is JobState.COMPLETED
+    for job_id, (label, column) in bad.items():
+        stored = row(client_db_url, job_id)
+        assert stored.state is JobState.DISCARDED, label
+        assert stored.attempt == 1, label
+        assert stored.errors, (label, stored)
+        assert column in stored.errors[-1].error and "decode" in stored.errors[-1].error, label
+    stored = row(client_db_url, retried)
+    # A short first retry goes straight back to available, and may have been failed again since.
+    assert stored.state in (JobState.RETRYABLE, JobState.AVAILABLE)
+    assert 1 <= stored.attempt == len(stored.errors) < 5
+    assert all("metadata" in e.error for e in stored.errors)
+
+
+@pytest.mark.parametrize("client_db_url", ["postgres"], indirect=True)
+def test_pg_attempt_at_the_smallint_limit_does_not_stop_the_claim(h: Harness, client_db_url: str) -> None:
+    workers = h.workers(lambda args: None, Task)
+    client = fast_client(h, client_db_url, workers)
+    edge = client.insert(Task("edge")).job.id
+    _corrupt(client_db_url, edge, "attempt = 32767")
+    good = [client.insert(Task(f"good-{i}")).job.id for i in range(5)]
+    sub = client.subscribe([EventKind.JOB_COMPLETED, EventKind.JOB_FAILED])
+    with client:
+        wait_for_all(sub, [*good, edge])
+    assert all(row(client_db_url, i).state is JobState.COMPLETED for i in good)
+    assert row(client_db_url, edge).state is JobState.COMPLETED
+
+
+@pytest.mark.parametrize("client_db_url", ["sqlite"], indirect=True)
+def test_sqlite_unknown_state_and_odd_times_leave_the_queue_flowing(h: Harness, client_db_url: str) -> None:
+    workers = h.workers(lambda args: None, Task)
+    client = fast_client(h, client_db_url, workers)
+    odd = client.insert(Task("odd")).job.id
+    stranger = client.insert(Task("stranger")).job.id
+    with Database.from_url(client_db_url) as db, db.executor() as ex:
+        # Readable times in forms our writers never produce: the job runs as usual.
+        ex.conn.execute("UPDATE river_job SET created_at = 1700000000,"
+                        " scheduled_at = '2024-01-02T03:04:05.123456789Z' WHERE id = ?", (odd,))
+        ex.conn.execute("PRAGMA ignore_check_constraints = ON")
+        ex.conn.execute("UPDATE river_job SET state = 'paused_by_hand' WHERE id = ?", (stranger,))
+    good = [client.insert(Task(f"good-{i}")).job.id for i in range(5)]
+    sub = client.subscribe([EventKind.JOB_COMPLETED, EventKind.JOB_FAILED])
+    with client:
+        wait_for_all(sub, [*good, odd], (EventKind.JOB_COMPLETED,))
+    assert all(row(client_db_url, i).state is JobState.COMPLETED for i in good)
+    with Database.from_url(client_db_url) as db, db.executor(readonly=True) as ex:
+        state = ex.conn.execute("SELECT state FROM river_job WHERE id = ?", (stranger,)).fetchone()[0]
+    assert state == "paused_by_hand"
+
+
+
+class _Waiter(logging.Handler):
+    """Sets ``seen`` once a record at ``level`` or above mentions every one of ``words``."""
+
+    def __init__(self, level: int, *words: str) -> None:
+        super().__init__(level)
+        self.words = words
+        self.seen = threading.Event()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        if all(w in record.getMessage() for w in self.words):
+            self.seen.set()
+
+
+def _claims_fail(url: str, on: bool) -> None:
+    """A trigger that makes every update of river_job fail, as a broken database would."""
+    with Database.from_url(url) as db, db.executor() as ex:
+        if db.dialect.name == "postgres":
+            if on:
+                ex.conn.execute("CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql"
+                                " AS $$ BEGIN RAISE EXCEPTION 'boom from a trigger'; END $$")
+                ex.conn.execute("CREATE TRIGGER boom BEFORE UPDATE ON river_job"
+                                " FOR EACH ROW EXECUTE FUNCTION boom()")
+            else:
+                ex.conn.execute("DROP TRIGGER IF EXISTS boom ON river_job")
+                ex.conn.execute("DROP FUNCTION IF EXISTS boom()")
+        elif on:
+            ex.conn.execute("CREATE TRIGGER boom BEFORE UPDATE ON river_job"
+                            " BEGIN SELECT RAISE(ABORT, 'boom from a trigger'); END")
+        else:
+            ex.conn.execute("DROP TRIGGER IF EXISTS boom")
+
+
+def test_repeated_claim_failure_is_a_warning_with_its_cause(h: Harness, client_db_url: str) -> None:
+    workers = h.workers(lambda args: None, Task)
+    client = fast_client(h, client_db_url, workers)
+    job_id = client.insert(Task("later")).job.id
+    waiter = _Waiter(logging.WARNING, "boom from a trigger", "2 in a row")
+    root = logging.getLogger()
+    root.addHandler(waiter)
+    _claims_fail(client_db_url, True)
+    try:
+        sub = client.subscribe([EventKind.JOB_COMPLETED])
+        with client:
+            assert waiter.seen.wait(WAIT)
+            # The first failure alone may be a blip: it is never a warning.
+            assert not [r for r in waiter.records if "1 in a row" in r.getMessage()]
+            _claims_fail(client_db_url, False)
+            wait_for_all(sub, [job_id])
+    finally:
+        root.removeHandler(waiter)
+        _claims_fail(client_db_url, False)
