@@ -177,6 +177,10 @@ class _Hub:
         except trio.WouldBlock:
             self.dropped += 1
             log.warning("%s: dropping a %s notification, buffer full", self._name, topic)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            # The dispatcher has ended (the notifier is shutting down) while a poll or listen
+            # still delivered: nobody is left to hand it to, and every consumer also polls.
+            self.dropped += 1
 
     async def _dispatch(self, receive: trio.MemoryReceiveChannel[tuple[str, str]]) -> None:
         async with receive:

@@ -359,3 +359,20 @@ def test_notifier_for_postgres(migrated_pg: str) -> None:
     trio.run(main)
 
 
+
+
+def test_a_delivery_after_the_dispatcher_ended_is_dropped_not_raised(migrated_sqlite: str) -> None:
+    # Shutdown race: the poller can still hand over a row after the dispatcher's channel closed.
+    async def main() -> None:
+        async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
+            notifier = SQLiteNotifier(db)
+            send, receive = trio.open_memory_channel[tuple[str, str]](10)
+            await receive.aclose()
+            notifier._send = send
+            notifier._enqueue("river_insert", "{}")
+            assert notifier.dropped == 1
+            await send.aclose()
+            notifier._enqueue("river_insert", "{}")
+            assert notifier.dropped == 2
+
+    trio.run(main)
