@@ -137,6 +137,10 @@ class PeriodicEnqueuer(Machine):
         (_S.RUNNING, Stop): to(_S.STOPPED, via="_on_stop"),
         (_S.STOPPED, Stop): to(_S.STOPPED, via="_ignore"),
         (_S.STOPPED, Tick): to(_S.STOPPED, via="_ignore"),
+        # A registry change can cross the stop on its way in; the registry itself lives with the
+        # driver (river_protocol.leadership) and the next term starts from it, so nothing is lost.
+        **{(_S.STOPPED, e): to(_S.STOPPED, via="_ignore")
+           for e in (AddPeriodicJobs, RemovePeriodicJobs, ClearPeriodicJobs)},
     }
 
     def __init__(self, rng: Rng, throttle: InsertNotifyThrottle | None = None,

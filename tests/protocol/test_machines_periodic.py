@@ -151,7 +151,17 @@ def test_illegal_events() -> None:
         e.handle(Start(), at(0))
     e.handle(Stop(), at(1))
     with pytest.raises(ProtocolError):
-        e.handle(AddPeriodicJobs(()), at(2))
+        e.handle(Start(), at(2))
+
+
+def test_registry_changes_that_cross_the_stop_are_dropped() -> None:
+    # The registry lives with the driver; the next term's enqueuer starts from it.
+    e = PeriodicEnqueuer(FixedRng(), jobs=(make("a"),))
+    e.handle(Start(), at(0))
+    e.handle(Stop(), at(1))
+    for event in (AddPeriodicJobs((make("b"),)), RemovePeriodicJobs(handles=(0,)), ClearPeriodicJobs()):
+        out = e.handle(event, at(2))
+        assert out.intents == () and out.handles == () and out.next_deadline is None
 
 
 def test_mark_periodic_rejects_non_object() -> None:
