@@ -28,7 +28,6 @@ import threading
 import traceback
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ from river_db.client_support import (
     report_completer_output,
     report_producer_output,
 )
+from river_db.job_runs import JobRun, RunTable
 from river_db.periodic_jobs import PeriodicJobs
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
@@ -47,7 +47,6 @@ from river_protocol.client_core import (
     ClientCore,
     EventKind,
     InsertManyParams,
-    JobPlan,
     LeaderElectionConfig,
     MaintenanceConfig,
     QueueConfig,
@@ -57,6 +56,7 @@ from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import GetQueue, InsertResult
 from river_protocol.leadership import PeriodicJob
+from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.base import Stop
 from river_protocol.machines.completer import CompleterOutput, Submit
@@ -82,17 +82,6 @@ log = logging.getLogger(__name__)
 
 ErrorHandler = Callable[[Any, BaseException], Any]
 Middleware = Callable[[WorkContext, Any, Callable[[WorkContext, Any], Any]], Any]
-
-
-@dataclass(eq=False, slots=True, weakref_slot=True)
-class _Run:
-    queue: str
-    plan: JobPlan
-    token: CancellationToken
-    started_at: datetime
-    ctx: WorkContext | None = None
-    stuck: bool = False
-    thread: threading.Thread | None = None
 
 
 # ---------------------------------------------------------------- database argument
@@ -304,7 +293,7 @@ class Client:
         self.queues = QueuesAPI(self)
         self._lock = threading.Lock()  # the core, the run table, lifecycle state
         self._events = EventHub()
-        self._runs: dict[int, _Run] = {}
+        self._runs = RunTable(log)
         self._runs_idle = threading.Condition(self._lock)
         self._producers: dict[str, MachineRunner] = {}
         self._completer: MachineRunner | None = None
@@ -312,11 +301,10 @@ class Client:
         self._notify_subs: list[NotifySubscription] = []
         self._watchdog: _Watchdog | None = None
         self._job_threads = _JobThreads(self._work)
-        self._state = "new"  # new -> started -> stopping -> stopped
+        self._lifecycle = Lifecycle()
         self._hard_stop = False
         self._stopped = threading.Event()
-        self._stop_lock = threading.Lock()
-        self._stats = ClientStats()
+        self._stop_lock = threading.Lock()  # start, stop and runtime queue changes, one at a time
 
     # ---------------------------------------------------------------- properties
 
@@ -327,6 +315,15 @@ class Client:
     @property
     def schema(self) -> str | None:
         return self._db.dialect.schema
+
+    @property
+    def dialect_name(self) -> str:
+        """'postgres' or 'sqlite'."""
+        return self._core.config.dialect
+
+    @property
+    def state(self) -> ClientState:
+        return self._lifecycle.state
 
     @property
     def database(self) -> Database:
@@ -343,10 +340,12 @@ class Client:
 
     def stats(self) -> ClientStats:
         with self._lock:
-            return ClientStats(
-                running=len(self._runs), timed_out=self._stats.timed_out, stuck=self._stats.stuck,
-                stuck_now=sum(1 for r in self._runs.values() if r.stuck),
-            )
+            return self._runs.stats()
+
+    def close(self) -> None:
+        """Close a database the client opened itself (for insert-only use without ``start``)."""
+        if self._lifecycle.state in (ClientState.NEW, ClientState.STOPPED) and self._owns_db:
+            self._db.close()
 
     # ---------------------------------------------------------------- insert
 
@@ -382,7 +381,7 @@ class Client:
     def _poke(self, queues: Iterable[str]) -> None:
         for queue in queues:
             runner = self._producers.get(queue)
-            if runner is not None and self._state == "started":
+            if runner is not None and self._lifecycle.running:
                 runner.post(TriggerFetch())
 
     # ---------------------------------------------------------------- events
@@ -401,23 +400,27 @@ class Client:
     ) -> None:
         """Change the queues this client works, or its claim tag filter, before ``start()``."""
         with self._lock:
-            if self._state != "new":
-                raise RiverError(f"client can only be configured before it starts; it is {self._state}")
+            if self._lifecycle.state is not ClientState.NEW:
+                raise RiverError(f"client can only be configured before it starts; it is {self._lifecycle.state}")
             self._core.reconfigure(queues=queues, tag_filter=tag_filter)
 
     def start(self) -> None:
         """Start working the configured queues (a no-op for an insert-only client)."""
-        with self._lock:
-            if self._state != "new":
-                raise RiverError(f"client cannot start: it is {self._state}")
-            self._state = "started"
-        if not self._core.works_jobs:
-            return
-        try:
-            self._start_runtime()
-        except BaseException:
-            self._teardown()
-            raise
+        with self._stop_lock:
+            with self._lock:
+                if self._lifecycle.state is not ClientState.NEW:
+                    raise RiverError(f"client cannot start: it is {self._lifecycle.state}")
+                self._lifecycle.advance(ClientState.STARTING)
+            try:
+                if self._core.works_jobs:
+                    self._start_runtime()
+            except BaseException:
+                with self._lock:
+                    self._lifecycle.advance(ClientState.STOPPING)
+                self._teardown()
+                raise
+            with self._lock:
+                self._lifecycle.advance(ClientState.STARTED)
 
     def _start_runtime(self) -> None:
         self._watchdog = _Watchdog()
@@ -444,7 +447,7 @@ class Client:
         self._leadership.start()
 
     def __enter__(self) -> Client:
-        if self._state == "new":
+        if self._lifecycle.state is ClientState.NEW:
             self.start()
         return self
 
@@ -480,10 +483,10 @@ class Client:
     def _stop(self, escalate_after: float | None) -> None:
         with self._stop_lock:
             with self._lock:
-                if self._state in ("stopped",):
+                if self._lifecycle.state is ClientState.STOPPED:
                     return
-                was_new = self._state == "new"
-                self._state = "stopping"
+                was_new = self._lifecycle.state is ClientState.NEW
+                self._lifecycle.advance(ClientState.STOPPING)
             if not was_new and self._core.works_jobs:
                 for runner in self._producers.values():
                     runner.post(Stop())
@@ -526,13 +529,13 @@ class Client:
         if self._owns_db:
             self._db.close()
         with self._lock:
-            self._state = "stopped"
+            self._lifecycle.advance(ClientState.STOPPED)
         self._events.close_all()
         self._stopped.set()
 
     def _cancel_all(self, cause: CancelCause) -> None:
         with self._lock:
-            runs = list(self._runs.values())
+            runs = list(self._runs)
         for run in runs:
             run.token.cancel(cause)
 
@@ -559,7 +562,7 @@ class Client:
             self._start_job(queue, job)
         if out.cancel_job_ids:
             with self._lock:
-                runs = [self._runs[i] for i in out.cancel_job_ids if i in self._runs]
+                runs = [r for r in map(self._runs.get, out.cancel_job_ids) if r is not None]
             for run in runs:
                 run.token.cancel(CancelCause.REMOTE_CANCEL)
         report_producer_output(queue, out, self._events.publish, log)
@@ -576,8 +579,8 @@ class Client:
     def _start_job(self, queue: str, job: Any) -> None:
         with self._lock:
             plan = self._core.plan_job(job)
-            run = _Run(queue, plan, CancellationToken(), utcnow())
-            self._runs[job.id] = run
+            run = JobRun(queue, plan, CancellationToken(), utcnow())
+            self._runs.add(run)
             hard = self._hard_stop
         if hard:
             run.token.cancel(CancelCause.STOP)
@@ -589,29 +592,20 @@ class Client:
             self._watchdog.at(run.started_at + plan.timeout, lambda: _call_alive(ref, self._on_timeout))
         self._job_threads.submit(run)
 
-    def _on_timeout(self, run: _Run) -> None:
+    def _on_timeout(self, run: JobRun) -> None:
         with self._lock:
-            if run.plan.job.id not in self._runs or self._runs[run.plan.job.id] is not run:
-                return
-            self._stats.timed_out += 1
-        run.token.cancel(CancelCause.TIMEOUT)
+            watch = self._runs.timeout_reached(run)
         timeout = run.plan.timeout
-        log.warning("river: job %d (%s) exceeded its timeout of %s; its token is set",
-                    run.plan.job.id, run.plan.job.kind, timeout)
-        if self._watchdog is not None and timeout is not None:
-            self._watchdog.at(run.started_at + self._core.stuck_after(timeout), lambda: self._on_stuck(run))
+        if watch and self._watchdog is not None and timeout is not None:
+            ref = weakref.ref(run)
+            self._watchdog.at(run.started_at + self._core.stuck_after(timeout),
+                              lambda: _call_alive(ref, self._on_stuck))
 
-    def _on_stuck(self, run: _Run) -> None:
+    def _on_stuck(self, run: JobRun) -> None:
         with self._lock:
-            if self._runs.get(run.plan.job.id) is not run:
-                return
-            run.stuck = True
-            self._stats.stuck += 1
-        log.warning("river: job %d (%s) is stuck: still running after its timeout; a thread can't be "
-                    "killed, so it keeps its thread and queue slot until it returns",
-                    run.plan.job.id, run.plan.job.kind)
+            self._runs.stuck_reached(run)
 
-    def _call_chain(self, run: _Run) -> Callable[[WorkContext, Any], Any]:
+    def _call_chain(self, run: JobRun) -> Callable[[WorkContext, Any], Any]:
         worker = run.plan.worker
         assert worker is not None
         call: Callable[[WorkContext, Any], Any] = worker.call
@@ -619,7 +613,7 @@ class Client:
             call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
         return call
 
-    def _work(self, run: _Run) -> None:
+    def _work(self, run: JobRun) -> None:
         ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
         run.ctx = ctx
         result: Any = None
@@ -644,7 +638,7 @@ class Client:
             self._release(run)
 
     def _finish_run(
-        self, run: _Run, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
+        self, run: JobRun, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
     ) -> None:
         with self._lock:
             finish = self._core.finish_job(
@@ -657,15 +651,14 @@ class Client:
             self._completer.post(Submit(finish.update, finish.reason, context=run))
         self._forget(run)
 
-    def _release(self, run: _Run) -> None:
+    def _release(self, run: JobRun) -> None:
         """Give the slot back without an outcome (the report itself failed)."""
         self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
         self._forget(run)
 
-    def _forget(self, run: _Run) -> None:
+    def _forget(self, run: JobRun) -> None:
         with self._lock:
-            if self._runs.get(run.plan.job.id) is run:
-                del self._runs[run.plan.job.id]
+            self._runs.forget(run)
             self._runs_idle.notify_all()
 
     # ---------------------------------------------------------------- runtime queues (client.queues)
@@ -673,10 +666,10 @@ class Client:
     def _add_queue(self, name: str, config: QueueConfig) -> None:
         with self._stop_lock:
             with self._lock:
-                if self._state in ("stopping", "stopped"):
-                    raise RiverError(f"cannot add queue {name!r}: the client is {self._state}")
+                if self._lifecycle.ending:
+                    raise RiverError(f"cannot add queue {name!r}: the client is {self._lifecycle.state}")
                 producer = self._core.add_queue(name, config)
-                started = self._state == "started"
+                started = self._lifecycle.running
             runner = MachineRunner(
                 producer, self._db, name=f"producer-{name}", on_output=self._producer_hook(name),
                 readonly=lambda intent: isinstance(intent, GetQueue),
@@ -690,7 +683,7 @@ class Client:
             if name not in self._core.queues:
                 self._core.remove_queue(name)  # raises the not-added error
             runner = self._producers.get(name)
-            if runner is not None and self._state == "started":
+            if runner is not None and self._lifecycle.running:
                 runner.post(Stop())
                 if not runner.done.wait(timeout):
                     raise TimeoutError(

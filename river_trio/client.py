@@ -39,7 +39,6 @@ import random
 import socket
 import traceback
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from river_db.client_support import (
     report_producer_output,
 )
 from river_db.connect import sqlalchemy_kind
+from river_db.job_runs import JobRun, RunTable
 from river_db.periodic_jobs import PeriodicJobs
 from river_db.urls import dialect_of_url
 from river_protocol.claim_filters import TagFilter
@@ -62,7 +62,6 @@ from river_protocol.client_core import (
     ClientCore,
     EventKind,
     InsertManyParams,
-    JobPlan,
     LeaderElectionConfig,
     MaintenanceConfig,
     QueueConfig,
@@ -72,6 +71,7 @@ from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import GetQueue, InsertResult
 from river_protocol.leadership import PeriodicJob
+from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.base import Stop
 from river_protocol.machines.completer import CompleterOutput, Submit
@@ -99,15 +99,6 @@ CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
 Middleware = Callable[[WorkContext, Any, CallNext], Awaitable[Any]]
 
 CANCEL_GRACE = 10.0  # seconds a cancelled run() may spend on its hard stop
-
-
-@dataclass(eq=False, slots=True)
-class _Run:
-    queue: str
-    plan: JobPlan
-    token: CancellationToken
-    started_at: Any
-    ctx: WorkContext | None = None
 
 
 # ---------------------------------------------------------------- database argument
@@ -261,7 +252,7 @@ class Client:
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
         self._events = EventHub()
-        self._runs: dict[int, _Run] = {}
+        self._runs = RunTable(log)
         self._runs_empty = trio.Event()
         self._runs_empty.set()
         self._producers: dict[str, MachineRunner] = {}
@@ -272,13 +263,12 @@ class Client:
         self._notifier: NotifierProtocol | None = None
         self._nursery: trio.Nursery | None = None
         self._runtime_scope: trio.CancelScope | None = None
-        self._state = "new"  # new -> starting -> started -> stopping -> stopped
+        self._lifecycle = Lifecycle()
         self._hard_stop = False
         self._stop_begun = False
         self._finished = trio.Event()  # the stop sequence is done: run() may return
         self._stopped = trio.Event()  # run() has returned
         self._runtime_exited = False
-        self._stats = ClientStats()
         self._open_lock = trio.Lock()
         self._cm_nursery: Any = None
 
@@ -296,7 +286,12 @@ class Client:
 
     @property
     def dialect_name(self) -> str:
+        """'postgres' or 'sqlite'."""
         return self._core.config.dialect
+
+    @property
+    def state(self) -> ClientState:
+        return self._lifecycle.state
 
     @property
     def database(self) -> AsyncDatabase:
@@ -318,12 +313,12 @@ class Client:
         return False
 
     def stats(self) -> ClientStats:
-        return ClientStats(running=len(self._runs), timed_out=self._stats.timed_out)
+        return self._runs.stats()
 
     async def _ensure_db(self) -> AsyncDatabase:
         async with self._open_lock:
             if self._db is None:
-                if self._state == "stopped":
+                if self._lifecycle.state is ClientState.STOPPED:
                     raise RiverError("the client is stopped")
                 self._db, self._owns_db = await _open_database(self._database_arg, self._schema_arg)
                 self._leadership._db = self._db
@@ -331,7 +326,7 @@ class Client:
 
     async def aclose(self) -> None:
         """Close a database the client opened itself (for insert-only use without ``run``)."""
-        if self._state in ("new", "stopped"):
+        if self._lifecycle.state in (ClientState.NEW, ClientState.STOPPED):
             await self._close_owned_db()
 
     async def _close_owned_db(self) -> None:
@@ -368,7 +363,7 @@ class Client:
     def _poke(self, queues: Iterable[str]) -> None:
         for queue in queues:
             runner = self._producers.get(queue)
-            if runner is not None and self._state == "started":
+            if runner is not None and self._lifecycle.running:
                 runner.post(TriggerFetch())
 
     # ---------------------------------------------------------------- events
@@ -386,8 +381,8 @@ class Client:
         tag_filter: TagFilter | None = None,
     ) -> None:
         """Change the queues this client works, or its claim tag filter, before it runs (no I/O)."""
-        if self._state != "new":
-            raise RiverError(f"client can only be configured before it starts; it is {self._state}")
+        if self._lifecycle.state is not ClientState.NEW:
+            raise RiverError(f"client can only be configured before it starts; it is {self._lifecycle.state}")
         self._core.reconfigure(queues=queues, tag_filter=tag_filter)
         # Queues added before start() wait in _pending_producers; a reconfigure replaces the set.
         self._pending_producers = {n: p for n, p in self._pending_producers.items() if n in self._core.queues}
@@ -415,9 +410,9 @@ class Client:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the client until it is stopped; ``await nursery.start(client.run)`` returns once it works."""
-        if self._state != "new":
-            raise RiverError(f"client cannot start: it is {self._state}")
-        self._state = "starting"
+        if self._lifecycle.state is not ClientState.NEW:
+            raise RiverError(f"client cannot start: it is {self._lifecycle.state}")
+        self._lifecycle.advance(ClientState.STARTING)
         try:
             await self._ensure_db()
             async with trio.open_nursery() as outer:
@@ -439,7 +434,7 @@ class Client:
                 raise group.exceptions[0] from None
             raise
         finally:
-            self._state = "stopped"
+            self._lifecycle.end()
             self._events.close_all()
             await self._close_owned_db()
             self._finished.set()
@@ -455,7 +450,8 @@ class Client:
                     self._nursery = nursery
                     if self._core.works_jobs:
                         await self._start_runtime(nursery)
-                    self._state = "started"
+                    if self._lifecycle.state is ClientState.STARTING:  # else a stop came first
+                        self._lifecycle.advance(ClientState.STARTED)
                     task_status.started()
                     await trio.sleep_forever()
         finally:
@@ -510,13 +506,17 @@ class Client:
         """
         await self._stop(hard=True, escalate_after=None)
 
-    async def wait(self) -> None:
-        """Wait until the client has stopped."""
-        await self._stopped.wait()
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the client has stopped; False if ``timeout`` (seconds, trio's clock) passed first."""
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            await self._stopped.wait()
+        # Not "returned inside the block": a set Event's wait still checkpoints, so a 0 s
+        # deadline would report a stopped client as still running.
+        return self._stopped.is_set()
 
     async def _stop(self, *, hard: bool, escalate_after: float | None) -> None:
-        if self._state == "new":
-            self._state = "stopped"
+        if self._lifecycle.state is ClientState.NEW:
+            self._lifecycle.advance(ClientState.STOPPED)
             await self._close_owned_db()
             self._finished.set()
             self._stopped.set()
@@ -535,7 +535,7 @@ class Client:
         if hard:
             self._hard_stop = True
             self._cancel_all(CancelCause.STOP)
-        self._state = "stopping"
+        self._lifecycle.advance(ClientState.STOPPING)
         try:
             if self._core.works_jobs and self._completer is not None:
                 for runner in self._producers.values():
@@ -563,7 +563,7 @@ class Client:
         return False
 
     def _cancel_all(self, cause: CancelCause) -> None:
-        for run in list(self._runs.values()):
+        for run in self._runs:
             run.token.cancel(cause)
 
     # ---------------------------------------------------------------- machine outputs
@@ -602,8 +602,8 @@ class Client:
 
     def _start_job(self, queue: str, job: Any) -> None:
         plan = self._core.plan_job(job)
-        run = _Run(queue, plan, CancellationToken(), utcnow())
-        self._runs[job.id] = run
+        run = JobRun(queue, plan, CancellationToken(), utcnow())
+        self._runs.add(run)
         if self._runs_empty.is_set():
             self._runs_empty = trio.Event()
         if plan.immediate is not None:
@@ -612,7 +612,7 @@ class Client:
         assert self._nursery is not None
         self._nursery.start_soon(self._work, run, name=f"river-job-{job.id}")
 
-    def _call_chain(self, run: _Run) -> CallNext:
+    def _call_chain(self, run: JobRun) -> CallNext:
         worker = run.plan.worker
         assert worker is not None
 
@@ -622,18 +622,21 @@ class Client:
                 return await _maybe_await(worker.call(ctx, args))
         else:
             async def call(ctx: WorkContext, args: Any) -> Any:
-                result = await self._in_thread(run, lambda: worker.call(ctx, args))
+                result = await self._in_thread(lambda: worker.call(ctx, args))
                 return await _maybe_await(result)
 
         for mw in reversed(self._middleware):
             call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
         return call
 
-    def _start_timer(self, run: _Run) -> trio.CancelScope:
-        """Set the run's token at its timeout (cancel it with the returned scope once the run ends).
+    def _start_timer(self, run: JobRun) -> trio.CancelScope:
+        """Set the run's token at its timeout, then watch for it being stuck (``river_db.job_runs``);
+        cancel the returned scope once the run ends.
 
         The token, not a deadline on the run's scope, so an async worker sees
         ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as a sync worker does.
+        A sync worker's thread can't be interrupted: it keeps its slot until it
+        returns, and the stuck check is what reports it.
         """
         timer_scope = trio.CancelScope()
         timeout = run.plan.timeout
@@ -641,25 +644,20 @@ class Client:
             async def timer() -> None:
                 with timer_scope:
                     await trio.sleep_until(trio_deadline(run.started_at + timeout))
-                    if run.token.cancel(CancelCause.TIMEOUT):
-                        self._stats.timed_out += 1
-                        log.warning("river: job %d (%s) exceeded its timeout of %s; it was cancelled",
-                                    run.plan.job.id, run.plan.job.kind, timeout)
+                    if self._runs.timeout_reached(run):
+                        await trio.sleep_until(trio_deadline(run.started_at + self._core.stuck_after(timeout)))
+                        self._runs.stuck_reached(run)
 
             # In the client's nursery, not one of our own: the worker's exception must not
             # come back wrapped in an exception group.
             self._nursery.start_soon(timer)
         return timer_scope
 
-    async def _in_thread(self, run: _Run, fn: Callable[[], Any]) -> Any:
+    async def _in_thread(self, fn: Callable[[], Any]) -> Any:
         """A sync worker: its thread can't be interrupted, so the timer only sets its token."""
-        timer_scope = self._start_timer(run)
-        try:
-            return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
-        finally:
-            timer_scope.cancel()
+        return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
 
-    async def _work(self, run: _Run) -> None:
+    async def _work(self, run: JobRun) -> None:
         worker = run.plan.worker
         assert worker is not None
         ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
@@ -668,27 +666,21 @@ class Client:
         error: BaseException | None = None
         trace = ""
         scope = trio.CancelScope()
-        timer_scope: trio.CancelScope | None = None
         if is_async_worker(worker):
-            timer_scope = self._start_timer(run)
             run.token.scope = scope
             if run.token.cause is not None:
                 scope.cancel()
         if self._hard_stop:
             run.token.cancel(CancelCause.STOP)
+        timer_scope = self._start_timer(run)
         try:
             with scope:
                 result = await self._call_chain(run)(ctx, run.plan.args)
         except Exception as exc:
             error, trace = exc, traceback.format_exc()
         finally:
-            if timer_scope is not None:
-                timer_scope.cancel()
+            timer_scope.cancel()
         if scope.cancelled_caught:
-            if run.token.cause is None and run.token.cancel(CancelCause.TIMEOUT):
-                self._stats.timed_out += 1
-                log.warning("river: job %d (%s) exceeded its timeout of %s; it was cancelled",
-                            run.plan.job.id, run.plan.job.kind, run.plan.timeout)
             cause = run.token.cause
             assert cause is not None
             result, error, trace = None, WorkCancelled(cause), ""
@@ -704,7 +696,7 @@ class Client:
         self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
 
     def _finish_run(
-        self, run: _Run, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
+        self, run: JobRun, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
     ) -> None:
         finish = self._core.finish_job(
             run.plan, outcome, now=utcnow(), started_at=run.started_at, cancel_cause=run.token.cause,
@@ -716,19 +708,18 @@ class Client:
             self._completer.post(Submit(finish.update, finish.reason, context=run))
         self._forget(run)
 
-    def _forget(self, run: _Run) -> None:
-        if self._runs.get(run.plan.job.id) is run:
-            del self._runs[run.plan.job.id]
+    def _forget(self, run: JobRun) -> None:
+        self._runs.forget(run)
         if not self._runs:
             self._runs_empty.set()
 
     # ---------------------------------------------------------------- runtime queues (client.queues)
 
     def _add_queue(self, name: str, config: QueueConfig) -> None:
-        if self._state in ("stopping", "stopped"):
-            raise RiverError(f"cannot add queue {name!r}: the client is {self._state}")
+        if self._lifecycle.ending:
+            raise RiverError(f"cannot add queue {name!r}: the client is {self._lifecycle.state}")
         producer = self._core.add_queue(name, config)
-        if self._state != "started" or self._nursery is None:
+        if not self._lifecycle.running or self._nursery is None:
             self._pending_producers[name] = producer  # run() starts it with the others
             return
         runner = self._producer_runner(name, producer)
@@ -740,7 +731,7 @@ class Client:
             self._core.remove_queue(name)  # raises the not-added error
         self._pending_producers.pop(name, None)
         runner = self._producers.get(name)
-        if runner is not None and self._state == "started" and runner.started:
+        if runner is not None and self._lifecycle.running and runner.started:
             runner.post(Stop())
             with trio.move_on_after(math.inf if timeout is None else timeout):
                 await runner.done.wait()

@@ -37,6 +37,7 @@ import trio
 
 import river_sync
 import river_trio
+from river_protocol.lifecycle import ClientState
 from river_protocol.workers import Workers
 from river_sync.events import Event
 
@@ -430,17 +431,7 @@ class TrioClient:
         self._harness.run(self.raw.stop_and_cancel)
 
     def wait(self, timeout: float | None = None) -> bool:
-        raw = self.raw
-
-        async def wait() -> bool:
-            if raw._stopped.is_set():  # a set Event's wait still checkpoints: a 0 s deadline would fire
-                return True
-            with trio.move_on_after(math.inf if timeout is None else timeout):
-                await raw.wait()
-                return True
-            return False
-
-        result: bool = self._harness.run(wait)
+        result: bool = self._harness.run(self.raw.wait, timeout)
         return result
 
     def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
@@ -448,7 +439,7 @@ class TrioClient:
         return result
 
     def __enter__(self) -> TrioClient:
-        if self.raw._state == "new":
+        if self.raw.state is ClientState.NEW:
             self.start()
         return self
 
