@@ -26,8 +26,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import math
-import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
@@ -357,20 +355,7 @@ class TrioSubscription:
         return self._sub.closed
 
     def get(self, timeout: float | None = None) -> Event:
-        """The next event; ``queue.Empty`` on timeout, ``EOFError`` once closed and drained."""
-        sub = self._sub
-
-        async def get() -> Event:
-            if timeout == 0:
-                try:
-                    return sub.get_nowait()
-                except trio.WouldBlock:
-                    raise queue.Empty from None
-            with trio.move_on_after(math.inf if timeout is None else timeout):
-                return await sub.get()
-            raise queue.Empty
-
-        result: Event = self._harness.run(get)
+        result: Event = self._harness.run(self._sub.get, timeout)
         return result
 
     def __iter__(self) -> Iterator[Event]:
