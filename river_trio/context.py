@@ -34,9 +34,10 @@ if TYPE_CHECKING:
     from river_trio.client import Client
 
 
-
 class CancellationToken:
     """Why a run was told to stop (the first cause wins); cancels the run's scope for async workers."""
+
+    __slots__ = ("_event", "cause", "scope")
 
     def __init__(self) -> None:
         self._event = threading.Event()  # sync workers wait on it from their thread
