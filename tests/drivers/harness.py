@@ -358,6 +358,10 @@ class TrioSubscription:
         result: Event = self._harness.run(self._sub.get, timeout)
         return result
 
+    def get_nowait(self) -> Event:
+        result: Event = self._harness.run(self._sub.get_nowait)
+        return result
+
     def __iter__(self) -> Iterator[Event]:
         while True:
             try:
@@ -390,6 +394,14 @@ class TrioClient:
     @property
     def is_leader(self) -> bool:
         return self.raw.is_leader
+
+    @property
+    def state(self) -> ClientState:
+        return self.raw.state
+
+    @property
+    def dialect_name(self) -> str:
+        return self.raw.dialect_name
 
     def stats(self) -> Any:
         return self._harness.run(self.raw.stats)

@@ -232,10 +232,9 @@ def test_from_sqlalchemy_engine_timeout_bounds_the_wait_for_a_connection(pg_url:
     engine = sa.create_engine(_sa_url(pg_url), pool_size=1, max_overflow=0)
     try:
         db = Database.from_sqlalchemy_engine(engine, timeout=0.2)
-        with db.executor():
-            with pytest.raises(TimeoutError, match="a connection from the SQLAlchemy engine"):
-                with db.executor():
-                    pass
+        with db.executor(), pytest.raises(TimeoutError, match="a connection from the SQLAlchemy engine"), \
+                db.executor():
+            pass
         with db.executor() as ex:  # the slot came back with the connection
             assert ex.conn.execute("SELECT 1").fetchone() == (1,)
     finally:
