@@ -22,52 +22,34 @@ import heapq
 import itertools
 import logging
 import queue as stdqueue
-import random
-import socket
 import threading
 import traceback
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
     ClientStats,
-    accepts_triggers,
-    election_config,
-    report_completer_output,
-    report_producer_output,
 )
-from river_db.job_runs import JobRun, RunTable
-from river_db.periodic_jobs import PeriodicJobs
-from river_protocol.claim_filters import TagFilter
+from river_db.job_runs import JobRun
 from river_protocol.client_core import (
-    ClientConfig,
-    ClientCore,
     EventKind,
     InsertManyParams,
-    LeaderElectionConfig,
     MaintenanceConfig,
     QueueConfig,
-    default_client_id,
 )
-from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import GetQueue, InsertResult
 from river_protocol.leadership import PeriodicJob
-from river_protocol.lifecycle import ClientState, Lifecycle
-from river_protocol.machines.base import Event as MachineEvent
+from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
-from river_protocol.machines.completer import CompleterOutput, Submit
 from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
-from river_protocol.machines.producer import JobFinished, ProducerOutput, Start, TriggerFetch
+from river_protocol.machines.producer import JobFinished, Start
 from river_protocol.options import InsertOpts
-from river_protocol.outcomes import Outcome
-from river_protocol.retry import RetryPolicy
-from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
-from river_protocol.workers import Workers
 from river_sync.admin import JobsAPI, QueuesAPI
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
@@ -218,7 +200,7 @@ class _JobThreads:
 # ---------------------------------------------------------------- the client
 
 
-class Client:
+class Client(ClientBase):
     """A River client on Postgres or SQLite.
 
     ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
@@ -234,113 +216,54 @@ class Client:
     instead. ``middleware`` entries are ``mw(ctx, args, call_next)``.
     """
 
-    def __init__(
-        self,
-        database: Any,
-        *,
-        queues: dict[str, QueueConfig] | None = None,
-        workers: Workers | None = None,
-        client_id: str | None = None,
-        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
-        soft_stop_timeout: timedelta | None = None,
-        leader_election: bool | LeaderElectionConfig = True,
-        fetch_only_known_kinds: bool = False,
-        periodic_jobs: Sequence[PeriodicJob] = (),
-        maintenance: MaintenanceConfig | None = None,
-        error_handler: ErrorHandler | None = None,
-        middleware: Sequence[Middleware] = (),
-        notifications: bool = True,
-        retry_policy: RetryPolicy | None = None,
-        schema: str | None = None,
-        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
-        fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
-        skip_unknown_job_check: bool = False,
-        tag_filter: TagFilter | None = None,
-        group_commit: bool = True,
-        unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
-    ) -> None:
+    _log = log
+    _clock = utcnow
+    _outermost = resumable_middleware
+    jobs: JobsAPI
+    queues: QueuesAPI
+    _leadership: LeaderDriver
+    _events: EventHub
+    _producers: dict[str, MachineRunner]
+    _completer: MachineRunner | None
+
+    def _bind_database(self, database: Any, schema: str | None) -> str:
         self._db, self._owns_db = _open_database(database, schema)
-        try:
-            config = ClientConfig(
-                client_id=client_id or default_client_id(socket.gethostname(), utcnow()),
-                dialect=self._db.dialect.name,
-                queues=dict(queues or {}),
-                job_timeout=job_timeout,
-                max_attempts=max_attempts,
-                fetch_cooldown=fetch_cooldown,
-                notifications=notifications,
-                retry_policy=retry_policy,
-                skip_unknown_job_check=skip_unknown_job_check,
-                fetch_only_known_kinds=fetch_only_known_kinds,
-                tag_filter=tag_filter,
-                group_commit=group_commit,
-                unique_key_rules=parse_unique_key_rules(unique_key_rules),
-                maintenance=maintenance or MaintenanceConfig(),
-                leader_election=election_config(leader_election),
-            )
-            self._rng = random.Random()
-            self._core = ClientCore(config, workers, self._rng)
-            self._leadership = LeaderDriver(self._core, self._db, periodic_jobs)
-        except BaseException:
-            if self._owns_db:
-                self._db.close()
-            raise
-        self.soft_stop_timeout = soft_stop_timeout
-        self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
-        self._error_handler = error_handler
-        self._middleware = (resumable_middleware, *middleware)  # River's resumable steps: outermost
+        return self._db.dialect.name
+
+    def _unbind_database(self) -> None:
+        if self._owns_db:
+            self._db.close()
+
+    def _make_leadership(self, periodic_jobs: Sequence[PeriodicJob]) -> LeaderDriver:
+        return LeaderDriver(self._core, self._db, periodic_jobs)
+
+    def _init_driver(self) -> None:
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
         self._lock = threading.Lock()  # the core, the run table, lifecycle state
+        self._guard = self._lock
         self._events = EventHub()
-        self._runs = RunTable(log)
         self._runs_idle = threading.Condition(self._lock)
-        self._producers: dict[str, MachineRunner] = {}
-        self._completer: MachineRunner | None = None
         self._notifier: NotifierProtocol | None = None
         self._notify_subs: list[NotifySubscription] = []
         self._watchdog: _Watchdog | None = None
         self._job_threads = _JobThreads(self._work)
-        self._lifecycle = Lifecycle()
-        self._hard_stop = False
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()  # start, stop and runtime queue changes, one at a time
 
     # ---------------------------------------------------------------- properties
 
     @property
-    def client_id(self) -> str:
-        return self._core.config.client_id
-
-    @property
     def schema(self) -> str | None:
         return self._db.dialect.schema
-
-    @property
-    def dialect_name(self) -> str:
-        """'postgres' or 'sqlite'."""
-        return self._core.config.dialect
-
-    @property
-    def state(self) -> ClientState:
-        return self._lifecycle.state
 
     @property
     def database(self) -> Database:
         return self._db
 
-    @property
-    def is_leader(self) -> bool:
-        """Whether this client currently leads (runs maintenance and periodic jobs)."""
-        return self._leadership.is_leader
-
     def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
         """Block until ``is_leader == value``; False if ``timeout`` (seconds) passed first."""
         return self._leadership.wait_leader(value, timeout)
-
-    def stats(self) -> ClientStats:
-        with self._lock:
-            return self._runs.stats()
 
     def close(self) -> None:
         """Close a database the client opened itself (for insert-only use without ``start``)."""
@@ -378,12 +301,6 @@ class Client:
         results = [executor.run(intent) for intent in intents]
         return results[0]
 
-    def _poke(self, queues: Iterable[str]) -> None:
-        for queue in queues:
-            runner = self._producers.get(queue)
-            if runner is not None and self._lifecycle.running:
-                runner.post(TriggerFetch())
-
     # ---------------------------------------------------------------- events
 
     def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
@@ -391,18 +308,6 @@ class Client:
         return self._events.subscribe(kinds, maxsize)
 
     # ---------------------------------------------------------------- lifecycle
-
-    def configure(
-        self,
-        *,
-        queues: Mapping[str, QueueConfig] | None = None,
-        tag_filter: TagFilter | None = None,
-    ) -> None:
-        """Change the queues this client works, or its claim tag filter, before ``start()``."""
-        with self._lock:
-            if self._lifecycle.state is not ClientState.NEW:
-                raise RiverError(f"client can only be configured before it starts; it is {self._lifecycle.state}")
-            self._core.reconfigure(queues=queues, tag_filter=tag_filter)
 
     def start(self) -> None:
         """Start working the configured queues (a no-op for an insert-only client)."""
@@ -533,47 +438,6 @@ class Client:
         self._events.close_all()
         self._stopped.set()
 
-    def _cancel_all(self, cause: CancelCause) -> None:
-        with self._lock:
-            runs = list(self._runs)
-        for run in runs:
-            run.token.cancel(cause)
-
-    # ---------------------------------------------------------------- machine outputs
-
-    def _on_notification(self, topic: str, payload: str) -> None:
-        with self._lock:
-            routes = self._core.route_notification(topic, payload)
-        for queue, event in routes:
-            self._post_to_producer(queue, event)
-
-    def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
-        runner = self._producers.get(queue)
-        if runner is None:
-            return
-        if accepts_triggers(runner):
-            runner.post(event)
-
-    def _producer_hook(self, queue: str) -> Callable[[Any], None]:
-        return lambda out: self._on_producer_output(queue, out)
-
-    def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
-        for job in out.start_jobs:
-            self._start_job(queue, job)
-        if out.cancel_job_ids:
-            with self._lock:
-                runs = [r for r in map(self._runs.get, out.cancel_job_ids) if r is not None]
-            for run in runs:
-                run.token.cancel(CancelCause.REMOTE_CANCEL)
-        report_producer_output(queue, out, self._events.publish, log)
-        if out.stopped:
-            self._producers[queue].finish()
-
-    def _on_completer_output(self, out: CompleterOutput) -> None:
-        report_completer_output(out, self._events.publish, log)
-        if out.stopped and self._completer is not None:
-            self._completer.finish()
-
     # ---------------------------------------------------------------- running jobs
 
     def _start_job(self, queue: str, job: Any) -> None:
@@ -608,10 +472,7 @@ class Client:
     def _call_chain(self, run: JobRun) -> Callable[[WorkContext, Any], Any]:
         worker = run.plan.worker
         assert worker is not None
-        call: Callable[[WorkContext, Any], Any] = worker.call
-        for mw in reversed(self._middleware):
-            call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
-        return call
+        return self._with_middleware(worker.call)
 
     def _work(self, run: JobRun) -> None:
         ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
@@ -636,20 +497,6 @@ class Client:
         except Exception:
             log.exception("river: could not report the outcome of job %d", run.plan.job.id)
             self._release(run)
-
-    def _finish_run(
-        self, run: JobRun, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
-    ) -> None:
-        with self._lock:
-            finish = self._core.finish_job(
-                run.plan, outcome, now=utcnow(), started_at=run.started_at, cancel_cause=run.token.cause,
-                error_handler_cancel=handler_cancel, metadata_updates=metadata,
-            )
-        # Slot first: once the completer commits, a claim may return this job again (see runner).
-        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
-        if self._completer is not None:
-            self._completer.post(Submit(finish.update, finish.reason, context=run))
-        self._forget(run)
 
     def _release(self, run: JobRun) -> None:
         """Give the slot back without an outcome (the report itself failed)."""
@@ -686,10 +533,7 @@ class Client:
             if runner is not None and self._lifecycle.running:
                 runner.post(Stop())
                 if not runner.done.wait(timeout):
-                    raise TimeoutError(
-                        f"queue {name!r} is stopping but still has running jobs after {timeout}s; "
-                        "call remove again to wait for them"
-                    )
+                    raise queue_still_busy(name, timeout)
                 runner.finish()
                 runner.join()
             with self._lock:

@@ -35,55 +35,39 @@ from __future__ import annotations
 import inspect
 import logging
 import math
-import random
-import socket
 import traceback
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
     ClientStats,
-    accepts_triggers,
-    election_config,
-    report_completer_output,
-    report_producer_output,
 )
 from river_db.connect import sqlalchemy_kind
-from river_db.job_runs import JobRun, RunTable
-from river_db.periodic_jobs import PeriodicJobs
+from river_db.job_runs import JobRun
 from river_db.urls import dialect_of_url
-from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
-    ClientConfig,
-    ClientCore,
     EventKind,
     InsertManyParams,
-    LeaderElectionConfig,
     MaintenanceConfig,
     QueueConfig,
-    default_client_id,
 )
-from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import GetQueue, InsertResult
 from river_protocol.leadership import PeriodicJob
-from river_protocol.lifecycle import ClientState, Lifecycle
-from river_protocol.machines.base import Event as MachineEvent
+from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
-from river_protocol.machines.completer import CompleterOutput, Submit
 from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
-from river_protocol.machines.producer import JobFinished, ProducerOutput, Start, TriggerFetch
+from river_protocol.machines.producer import Start
 from river_protocol.options import InsertOpts
-from river_protocol.outcomes import Completed, Outcome
+from river_protocol.outcomes import Completed
 from river_protocol.resumable import needs_state_up_front, settle_run
-from river_protocol.retry import RetryPolicy
-from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
-from river_protocol.workers import WorkerEntry, Workers
+from river_protocol.workers import WorkerEntry
 from river_trio.admin import JobsAPI, QueuesAPI
 from river_trio.context import CancellationToken, WorkContext
 from river_trio.database import AsyncDatabase
@@ -173,7 +157,7 @@ async def resumable_middleware(ctx: WorkContext, args: Any, call_next: CallNext)
 # ---------------------------------------------------------------- the client
 
 
-class Client:
+class Client(ClientBase):
     """A River client on Postgres or SQLite, run under trio.
 
     ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
@@ -189,82 +173,43 @@ class Client:
     ``error_handler(job, exc)`` (sync or async) may return True to cancel.
     """
 
-    def __init__(
-        self,
-        database: Any,
-        *,
-        queues: dict[str, QueueConfig] | None = None,
-        workers: Workers | None = None,
-        client_id: str | None = None,
-        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
-        soft_stop_timeout: timedelta | None = None,
-        leader_election: bool | LeaderElectionConfig = True,
-        fetch_only_known_kinds: bool = False,
-        periodic_jobs: Sequence[PeriodicJob] = (),
-        maintenance: MaintenanceConfig | None = None,
-        error_handler: ErrorHandler | None = None,
-        middleware: Sequence[Middleware] = (),
-        notifications: bool = True,
-        retry_policy: RetryPolicy | None = None,
-        schema: str | None = None,
-        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
-        fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
-        skip_unknown_job_check: bool = False,
-        tag_filter: TagFilter | None = None,
-        group_commit: bool = True,
-        unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
-    ) -> None:
-        from datetime import UTC, datetime
+    _log = log
+    _clock = utcnow
+    _outermost = resumable_middleware
+    jobs: JobsAPI
+    queues: QueuesAPI
+    _leadership: LeaderDriver
+    _events: EventHub
+    _producers: dict[str, MachineRunner]
+    _completer: MachineRunner | None
 
+    def _bind_database(self, database: Any, schema: str | None) -> str:
         dialect = _dialect_of(database)
         if isinstance(database, AsyncDatabase) and schema is not None and database.dialect.schema != schema:
             raise ValidationError(
                 f"schema {schema!r} differs from the AsyncDatabase's schema {database.dialect.schema!r}"
             )
-        config = ClientConfig(
-            client_id=client_id or default_client_id(socket.gethostname(), datetime.now(UTC)),
-            dialect=dialect,
-            queues=dict(queues or {}),
-            job_timeout=job_timeout,
-            max_attempts=max_attempts,
-            fetch_cooldown=fetch_cooldown,
-            notifications=notifications,
-            retry_policy=retry_policy,
-            skip_unknown_job_check=skip_unknown_job_check,
-            fetch_only_known_kinds=fetch_only_known_kinds,
-            tag_filter=tag_filter,
-            group_commit=group_commit,
-            unique_key_rules=parse_unique_key_rules(unique_key_rules),
-            maintenance=maintenance or MaintenanceConfig(),
-            leader_election=election_config(leader_election),
-        )
         self._database_arg = database
         self._schema_arg = schema
         self._db: AsyncDatabase | None = database if isinstance(database, AsyncDatabase) else None
         self._owns_db = False
-        self._rng = random.Random()
-        self._core = ClientCore(config, workers, self._rng)
-        self._leadership = LeaderDriver(self._core, self._db, periodic_jobs)
-        self.soft_stop_timeout = soft_stop_timeout
-        self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
-        self._error_handler = error_handler
-        self._middleware: tuple[Middleware, ...] = (resumable_middleware, *middleware)
+        return dialect
+
+    def _make_leadership(self, periodic_jobs: Sequence[PeriodicJob]) -> LeaderDriver:
+        return LeaderDriver(self._core, self._db, periodic_jobs)
+
+    def _init_driver(self) -> None:
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
         self._events = EventHub()
-        self._runs = RunTable(log)
         self._runs_empty = trio.Event()
         self._runs_empty.set()
-        self._producers: dict[str, MachineRunner] = {}
         self._pending_producers: dict[str, Any] = {}
         # Sync workers' threads: bounded by the queues' max_workers already, so not by trio's default 40.
         self._worker_threads = trio.CapacityLimiter(math.inf)
-        self._completer: MachineRunner | None = None
         self._notifier: NotifierProtocol | None = None
         self._nursery: trio.Nursery | None = None
         self._runtime_scope: trio.CancelScope | None = None
-        self._lifecycle = Lifecycle()
-        self._hard_stop = False
         self._stop_begun = False
         self._finished = trio.Event()  # the stop sequence is done: run() may return
         self._stopped = trio.Event()  # run() has returned
@@ -275,23 +220,10 @@ class Client:
     # ---------------------------------------------------------------- properties
 
     @property
-    def client_id(self) -> str:
-        return self._core.config.client_id
-
-    @property
     def schema(self) -> str | None:
         if self._db is not None:
             return self._db.dialect.schema
         return self._schema_arg
-
-    @property
-    def dialect_name(self) -> str:
-        """'postgres' or 'sqlite'."""
-        return self._core.config.dialect
-
-    @property
-    def state(self) -> ClientState:
-        return self._lifecycle.state
 
     @property
     def database(self) -> AsyncDatabase:
@@ -300,20 +232,12 @@ class Client:
             raise RiverError("the client's database is not open yet: start the client or await a call first")
         return self._db
 
-    @property
-    def is_leader(self) -> bool:
-        """Whether this client currently leads (runs maintenance and periodic jobs)."""
-        return self._leadership.is_leader
-
     async def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
         """Wait until ``is_leader == value``; False if ``timeout`` (seconds, trio's clock) passed first."""
         with trio.move_on_after(math.inf if timeout is None else timeout):
             await self._leadership.wait_leader(value)
             return True
         return False
-
-    def stats(self) -> ClientStats:
-        return self._runs.stats()
 
     async def _ensure_db(self) -> AsyncDatabase:
         async with self._open_lock:
@@ -360,12 +284,6 @@ class Client:
         self._poke(plan.available_queues)
         return list(results[0])
 
-    def _poke(self, queues: Iterable[str]) -> None:
-        for queue in queues:
-            runner = self._producers.get(queue)
-            if runner is not None and self._lifecycle.running:
-                runner.post(TriggerFetch())
-
     # ---------------------------------------------------------------- events
 
     def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
@@ -374,16 +292,7 @@ class Client:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def configure(
-        self,
-        *,
-        queues: Mapping[str, QueueConfig] | None = None,
-        tag_filter: TagFilter | None = None,
-    ) -> None:
-        """Change the queues this client works, or its claim tag filter, before it runs (no I/O)."""
-        if self._lifecycle.state is not ClientState.NEW:
-            raise RiverError(f"client can only be configured before it starts; it is {self._lifecycle.state}")
-        self._core.reconfigure(queues=queues, tag_filter=tag_filter)
+    def _reconfigured(self) -> None:
         # Queues added before start() wait in _pending_producers; a reconfigure replaces the set.
         self._pending_producers = {n: p for n, p in self._pending_producers.items() if n in self._core.queues}
 
@@ -562,42 +471,6 @@ class Client:
             return True
         return False
 
-    def _cancel_all(self, cause: CancelCause) -> None:
-        for run in self._runs:
-            run.token.cancel(cause)
-
-    # ---------------------------------------------------------------- machine outputs
-
-    def _on_notification(self, topic: str, payload: str) -> None:
-        for queue, event in self._core.route_notification(topic, payload):
-            self._post_to_producer(queue, event)
-
-    def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
-        runner = self._producers.get(queue)
-        if runner is None:
-            return
-        if accepts_triggers(runner):
-            runner.post(event)
-
-    def _producer_hook(self, queue: str) -> Callable[[Any], None]:
-        return lambda out: self._on_producer_output(queue, out)
-
-    def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
-        for job in out.start_jobs:
-            self._start_job(queue, job)
-        for job_id in out.cancel_job_ids:
-            run = self._runs.get(job_id)
-            if run is not None:
-                run.token.cancel(CancelCause.REMOTE_CANCEL)
-        report_producer_output(queue, out, self._events.publish, log)
-        if out.stopped:
-            self._producers[queue].finish()
-
-    def _on_completer_output(self, out: CompleterOutput) -> None:
-        report_completer_output(out, self._events.publish, log)
-        if out.stopped and self._completer is not None:
-            self._completer.finish()
-
     # ---------------------------------------------------------------- running jobs
 
     def _start_job(self, queue: str, job: Any) -> None:
@@ -625,9 +498,7 @@ class Client:
                 result = await self._in_thread(lambda: worker.call(ctx, args))
                 return await _maybe_await(result)
 
-        for mw in reversed(self._middleware):
-            call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
-        return call
+        return self._with_middleware(call)
 
     def _start_timer(self, run: JobRun) -> trio.CancelScope:
         """Set the run's token at its timeout, then watch for it being stuck (``river_db.job_runs``);
@@ -645,7 +516,8 @@ class Client:
                 with timer_scope:
                     await trio.sleep_until(trio_deadline(run.started_at + timeout))
                     if self._runs.timeout_reached(run):
-                        await trio.sleep_until(trio_deadline(run.started_at + self._core.stuck_after(timeout)))
+                        stuck_at = run.started_at + self._core.stuck_after(timeout)
+                        await trio.sleep_until(trio_deadline(stuck_at))
                         self._runs.stuck_reached(run)
 
             # In the client's nursery, not one of our own: the worker's exception must not
@@ -695,19 +567,6 @@ class Client:
                 log.exception("river: error handler failed for job %d", run.plan.job.id)
         self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
 
-    def _finish_run(
-        self, run: JobRun, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
-    ) -> None:
-        finish = self._core.finish_job(
-            run.plan, outcome, now=utcnow(), started_at=run.started_at, cancel_cause=run.token.cause,
-            error_handler_cancel=handler_cancel, metadata_updates=metadata,
-        )
-        # Slot first: once the completer commits, a claim may return this job again (see runner).
-        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
-        if self._completer is not None:
-            self._completer.post(Submit(finish.update, finish.reason, context=run))
-        self._forget(run)
-
     def _forget(self, run: JobRun) -> None:
         self._runs.forget(run)
         if not self._runs:
@@ -736,10 +595,7 @@ class Client:
             with trio.move_on_after(math.inf if timeout is None else timeout):
                 await runner.done.wait()
             if not runner.done.is_set():
-                raise TimeoutError(
-                    f"queue {name!r} is stopping but still has running jobs after {timeout}s; "
-                    "call remove again to wait for them"
-                )
+                raise queue_still_busy(name, timeout)
             runner.finish()
         self._core.remove_queue(name)
         self._producers.pop(name, None)
