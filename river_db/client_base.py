@@ -31,6 +31,7 @@ from river_db.client_support import (
 )
 from river_db.job_runs import JobRun, RunTable
 from river_db.periodic_jobs import PeriodicJobs
+from river_protocol.admin import deliver_control_locally
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
     ClientConfig,
@@ -46,6 +47,7 @@ from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.completer import CompleterOutput, Submit
+from river_protocol.machines.notifications import TOPIC_CONTROL
 from river_protocol.machines.producer import JobFinished, ProducerOutput, TriggerFetch
 from river_protocol.outcomes import Outcome
 from river_protocol.retry import RetryPolicy
@@ -230,6 +232,13 @@ class ClientBase:
         report_completer_output(out, self._events.publish, self._log)
         if out.stopped and self._completer is not None:
             self._completer.finish()
+
+    def _deliver_control(self, payload: str, *, in_caller_tx: bool, cancel: bool) -> None:
+        """A control message this client sent (``client.jobs`` / ``client.queues``), to its own
+        producers too where LISTEN would not bring it back in time (``deliver_control_locally``)."""
+        listening = self._core.config.notifications
+        if deliver_control_locally(in_caller_tx=in_caller_tx, listening=listening, cancel=cancel):
+            self._on_notification(TOPIC_CONTROL, payload)
 
     def _cancel_all(self, cause: CancelCause) -> None:
         with self._guard:
