@@ -49,6 +49,7 @@ from river_db.client_support import (
 )
 from river_db.connect import sqlalchemy_kind
 from river_db.job_runs import JobRun
+from river_db.resumable import ResumableAttempt
 from river_db.urls import dialect_of_url
 from river_protocol.client_core import (
     EventKind,
@@ -64,8 +65,6 @@ from river_protocol.machines.base import Stop
 from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
 from river_protocol.machines.producer import Start
 from river_protocol.options import InsertOpts
-from river_protocol.outcomes import Completed
-from river_protocol.resumable import needs_state_up_front, settle_run
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry
 from river_trio.admin import JobsAPI, QueuesAPI
@@ -138,20 +137,8 @@ async def _maybe_await(value: Any) -> Any:
 
 async def resumable_middleware(ctx: WorkContext, args: Any, call_next: CallNext) -> Any:
     """Outermost middleware: records step progress when an attempt doesn't succeed."""
-    if needs_state_up_front(ctx.job.metadata):
-        ctx._resumable()
-    try:
-        result = await call_next(ctx, args)
-    except BaseException:
-        updates, _ = settle_run(ctx._resumable_state, raised=True, completed=False)
-        ctx.metadata_updates.update(updates)
-        raise
-    completed = isinstance(outcome_from_result(result, None), Completed)
-    updates, error = settle_run(ctx._resumable_state, raised=False, completed=completed)
-    ctx.metadata_updates.update(updates)
-    if error is not None:
-        raise error
-    return result
+    with ResumableAttempt(ctx) as attempt:
+        return attempt.returned(await call_next(ctx, args))
 
 
 # ---------------------------------------------------------------- the client
