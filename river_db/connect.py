@@ -16,7 +16,7 @@ from contextlib import suppress
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from river_db.sqlite import MIN_VERSION, MIN_VERSION_TEXT, connect_sqlite
+from river_db.sqlite import MIN_VERSION, MIN_VERSION_TEXT, connect_sqlite, sqlite_reset, sqlite_to_explicit
 from river_db.urls import DialectName, default_database_url, parse_database_url
 from river_protocol.dialects.base import Dialect
 from river_protocol.dialects.postgres import PostgresDialect
@@ -279,6 +279,59 @@ def engine_connect_args(engine: Any, kind: str) -> tuple[str, dict[str, Any]]:
     cargs, cparams = engine.dialect.create_connect_args(engine.url)
     params = {k: v for k, v in cparams.items() if k != "context"}
     return (str(cargs[0]) if cargs else ""), params
+
+
+def engine_pool_size(engine: Any) -> int:
+    """How many connections ``engine``'s pool may lend at once: a QueuePool's size plus its
+    overflow (-1, unlimited, adds none); other pools count as ``DEFAULT_POOL_SIZE``."""
+    size_of = getattr(engine.pool, "size", None)
+    if not callable(size_of):
+        return DEFAULT_POOL_SIZE
+    return max(1, int(size_of()) + max(0, int(getattr(engine.pool, "_max_overflow", 0))))
+
+
+def borrow_engine_connection(engine: Any, kind: str) -> tuple[Any, Any, Any]:
+    """(proxy, DB-API connection, previous mode) from ``engine``'s pool, switched to the mode
+    executors need (Postgres: autocommit; SQLite: explicit transactions)."""
+    proxy = engine.raw_connection()
+    try:
+        conn: Any = proxy.driver_connection
+        previous: Any = pg_to_autocommit(conn) if kind == "postgres" else sqlite_to_explicit(conn)
+    except BaseException:
+        proxy.close()
+        raise
+    return proxy, conn, previous
+
+
+def return_engine_connection(
+    proxy: Any, conn: Any, kind: str, previous: Any, *, discard: bool = False
+) -> None:
+    """Give a borrowed connection back in its owner's mode; one that can't be reset (or that
+    the borrower marks ``discard``) is invalidated so the engine never lends it again."""
+    try:
+        broken = discard
+        if kind == "postgres":
+            if not broken:
+                try:
+                    pg_restore(conn, previous)
+                    broken = pg_is_broken(conn)
+                except Exception:
+                    log.warning("invalidating a connection that could not be reset", exc_info=True)
+                    broken = True
+        elif not broken:
+            if sqlite_reset(conn):
+                conn.isolation_level = previous
+            else:
+                broken = True
+        if broken:
+            proxy.invalidate()
+    finally:
+        proxy.close()
+
+
+def wait_timed_out(timeout: float | None, what: str) -> TimeoutError:
+    """The error both drivers raise when no connection of ``what`` came within ``timeout`` s."""
+    return TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
 def check_pool_size(pool_size: int) -> None:

@@ -1,10 +1,14 @@
-"""The event a client publishes to its subscribers; both drivers deliver the same values."""
+"""The event a client publishes to subscribers, and the error ``Subscription.get`` raises when none came.
+
+Both drivers deliver the same values and raise the same errors.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from river_protocol.client_core import EventKind
+from river_protocol.errors import RiverError
 from river_protocol.job import JobRow
 
 
@@ -16,3 +20,10 @@ class Event:
     job: JobRow | None = None
     queue: str | None = None
     metadata: bytes | None = None
+
+
+class SubscriptionTimeoutError(RiverError, TimeoutError):
+    """``Subscription.get(timeout)`` or ``get_nowait()`` found no event in time; the subscription stays open.
+
+    A closed and drained subscription raises ``EOFError`` instead.
+    """

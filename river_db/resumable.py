@@ -15,7 +15,15 @@ from typing import Any
 
 from river_protocol.intents import UpdateJobMetadata
 from river_protocol.job import JobRow
-from river_protocol.resumable import ResumableState, StepStart, encode_updates
+from river_protocol.outcomes import Completed
+from river_protocol.resumable import (
+    ResumableState,
+    StepStart,
+    encode_updates,
+    needs_state_up_front,
+    settle_run,
+)
+from river_protocol.work import outcome_from_result
 
 UNSET: Any = object()
 
@@ -93,3 +101,38 @@ class ResumableSteps:
             state.set_cursor(state.current_step, cursor)
         updates = state.checkpoint_updates()
         return UpdateJobMetadata(self.job.id, encode_updates(updates)), updates
+
+
+class ResumableAttempt:
+    """One attempt seen by the outermost middleware: records step progress unless it succeeds.
+
+    Both drivers' ``resumable_middleware`` are ``with ResumableAttempt(ctx) as attempt:
+    return attempt.returned(call_next(ctx, args))`` (awaited on trio); an exception
+    leaving the block (cancellation included) is recorded as a failed attempt.
+    """
+
+    __slots__ = ("_ctx", "_settled")
+
+    def __init__(self, ctx: ResumableSteps) -> None:
+        self._ctx = ctx
+        self._settled = False
+
+    def __enter__(self) -> ResumableAttempt:
+        if needs_state_up_front(self._ctx.job.metadata):
+            self._ctx._resumable()
+        return self
+
+    def returned(self, result: Any) -> Any:
+        """The worker returned ``result``; raises the error a resumable job owes instead, if any."""
+        self._settled = True
+        completed = isinstance(outcome_from_result(result, None), Completed)
+        updates, error = settle_run(self._ctx._resumable_state, raised=False, completed=completed)
+        self._ctx.metadata_updates.update(updates)
+        if error is not None:
+            raise error
+        return result
+
+    def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None and not self._settled:
+            updates, _ = settle_run(self._ctx._resumable_state, raised=True, completed=False)
+            self._ctx.metadata_updates.update(updates)

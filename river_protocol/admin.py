@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from river_protocol.errors import ValidationError
+from river_protocol.errors import QueueNotFoundError, ValidationError
 from river_protocol.golang.encoding_json import RawJSON, encode
 from river_protocol.golang.gotime import format_rfc3339nano, parse_time
 from river_protocol.intents import (
@@ -42,8 +42,10 @@ from river_protocol.intents import (
     Intent,
     JobListFilter,
     ListJobs,
+    ListQueues,
     Notify,
     PauseQueue,
+    QueueRow,
     ResumeQueue,
     UpdateJobMetadata,
     UpdateQueue,
@@ -267,3 +269,29 @@ def deliver_control_locally(payload: str, *, in_caller_tx: bool, listening: bool
     if control is None:
         return False
     return control.action in _ALWAYS_LOCAL or not listening
+
+
+def control_payloads(intents: Iterable[Intent]) -> tuple[str, ...]:
+    """The control messages among ``intents``, which the driver also delivers in-process."""
+    return tuple(p for intent in intents if isinstance(intent, Notify) for p in intent.payloads)
+
+
+def delete_refusal(exc: ValidationError) -> ValidationError:
+    """The error to raise when a delete was refused: ``JobRunningError`` when the job is running."""
+    if isinstance(exc, JobRunningError) or "running" not in str(exc):
+        return exc
+    return JobRunningError(str(exc))
+
+
+def list_queues_intent(limit: int, after: str | None) -> ListQueues:
+    """One page of queue records ordered by name; ``after`` is the previous page's last name."""
+    if not 1 <= limit <= LIST_LIMIT_MAX:
+        raise ValidationError(f"limit must be from 1 to {LIST_LIMIT_MAX}, got {limit}")
+    return ListQueues(limit=limit, after_name=after)
+
+
+def found_queue(name: str, row: QueueRow | None) -> QueueRow:
+    """``row``, or ``QueueNotFoundError`` when no queue ``name`` exists."""
+    if row is None:
+        raise QueueNotFoundError(f"queue {name!r} not found")
+    return row

@@ -1,7 +1,9 @@
 """The threaded driver: River's client on Postgres or SQLite with one thread per job."""
 
-from river_db.events import Event
+from river_db.events import Event, SubscriptionTimeoutError
+from river_db.migrator import Migrator
 from river_protocol.admin import JobPage, JobRunningError, QueueAlreadyAddedError, QueueNotAddedError
+from river_protocol.args import arg_field
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
     EventKind,
@@ -14,8 +16,10 @@ from river_protocol.errors import DatabaseUnavailableError, JobNotFoundError, Qu
 from river_protocol.intents import InsertResult, QueueRow
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.leadership import PeriodicJob
+from river_protocol.lifecycle import ClientState
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Snooze
+from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts
 from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled, WorkOutcome
@@ -33,10 +37,12 @@ __all__ = [
     "CancelCause",
     "CancellationToken",
     "Client",
+    "ClientState",
     "ClientStats",
     "Completed",
     "Database",
     "DatabaseUnavailableError",
+    "DefaultRetryPolicy",
     "Discard",
     "Event",
     "EventKind",
@@ -54,20 +60,24 @@ __all__ = [
     "JobState",
     "LeaderElectionConfig",
     "MaintenanceConfig",
+    "Migrator",
     "PeriodicJob",
     "QueueAlreadyAddedError",
     "QueueConfig",
     "QueueNotAddedError",
     "QueueNotFoundError",
     "QueueRow",
+    "RetryPolicy",
     "Snooze",
     "Subscription",
+    "SubscriptionTimeoutError",
     "TagFilter",
     "UniqueOpts",
     "WorkCancelled",
     "WorkContext",
     "WorkOutcome",
     "Workers",
+    "arg_field",
     "run_until_signalled",
     "transaction",
 ]

@@ -21,53 +21,36 @@ from __future__ import annotations
 import heapq
 import logging
 import queue as stdqueue
-import random
-import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
     ClientStats,
-    accepts_triggers,
-    election_config,
-    report_completer_output,
-    report_producer_output,
 )
-from river_db.periodic_jobs import PeriodicJobs
-from river_protocol.claim_filters import TagFilter
+from river_db.job_runs import JobRun
+from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
-    ClientConfig,
-    ClientCore,
     EventKind,
     InsertManyParams,
     InsertPlan,
-    JobPlan,
-    LeaderElectionConfig,
     MaintenanceConfig,
     QueueConfig,
-    default_client_id,
 )
-from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import GetQueue, InsertParams, InsertResult
 from river_protocol.leadership import PeriodicJob
-from river_protocol.machines.base import Event as MachineEvent
+from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
-from river_protocol.machines.completer import CompleterOutput, Submit
 from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
-from river_protocol.machines.producer import JobFinished, ProducerOutput, Start, TriggerFetch
+from river_protocol.machines.producer import JobFinished, Start
 from river_protocol.options import InsertOpts
-from river_protocol.outcomes import Outcome
-from river_protocol.retry import RetryPolicy
-from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
-from river_protocol.workers import Workers
 from river_sync.admin import JobsAPI, QueuesAPI
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
@@ -86,18 +69,6 @@ ErrorHandler = Callable[[Any, BaseException], Any]
 Middleware = Callable[[WorkContext, Any, Callable[[WorkContext, Any], Any]], Any]
 InsertNext = Callable[[Sequence[InsertParams]], list[InsertResult]]
 InsertMiddleware = Callable[[Sequence[InsertParams], InsertNext], list[InsertResult]]
-
-
-@dataclass(eq=False, slots=True, weakref_slot=True)
-class _Run:
-    queue: str
-    plan: JobPlan
-    token: CancellationToken
-    started_at: datetime
-    ctx: WorkContext | None = None
-    stuck: bool = False
-    thread: threading.Thread | None = None
-    deadline_slot: int | None = None  # its watchdog bucket while it has a deadline
 
 
 # ---------------------------------------------------------------- database argument
@@ -253,7 +224,7 @@ class _JobThreads:
 # ---------------------------------------------------------------- the client
 
 
-class Client:
+class Client(ClientBase):
     """A River client on Postgres or SQLite.
 
     ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
@@ -272,86 +243,42 @@ class Client:
     ``river_protocol.middleware`` for what they may change).
     """
 
-    def __init__(
-        self,
-        database: Any,
-        *,
-        queues: dict[str, QueueConfig] | None = None,
-        workers: Workers | None = None,
-        client_id: str | None = None,
-        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
-        soft_stop_timeout: timedelta | None = None,
-        leader_election: bool | LeaderElectionConfig = True,
-        fetch_only_known_kinds: bool = False,
-        periodic_jobs: Sequence[PeriodicJob] = (),
-        maintenance: MaintenanceConfig | None = None,
-        error_handler: ErrorHandler | None = None,
-        middleware: Sequence[Middleware] = (),
-        insert_middleware: Sequence[InsertMiddleware] = (),
-        notifications: bool = True,
-        retry_policy: RetryPolicy | None = None,
-        schema: str | None = None,
-        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
-        fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
-        skip_unknown_job_check: bool = False,
-        tag_filter: TagFilter | None = None,
-        group_commit: bool = True,
-        unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
-    ) -> None:
+    _log = log
+    _clock = utcnow
+    _outermost = resumable_middleware
+    jobs: JobsAPI
+    queues: QueuesAPI
+    _leadership: LeaderDriver
+    _events: EventHub
+    _producers: dict[str, MachineRunner]
+    _completer: MachineRunner | None
+
+    def _bind_database(self, database: Any, schema: str | None) -> str:
         self._db, self._owns_db = _open_database(database, schema)
-        try:
-            config = ClientConfig(
-                client_id=client_id or default_client_id(socket.gethostname(), utcnow()),
-                dialect=self._db.dialect.name,
-                queues=dict(queues or {}),
-                job_timeout=job_timeout,
-                max_attempts=max_attempts,
-                fetch_cooldown=fetch_cooldown,
-                notifications=notifications,
-                retry_policy=retry_policy,
-                skip_unknown_job_check=skip_unknown_job_check,
-                fetch_only_known_kinds=fetch_only_known_kinds,
-                tag_filter=tag_filter,
-                group_commit=group_commit,
-                unique_key_rules=parse_unique_key_rules(unique_key_rules),
-                maintenance=maintenance or MaintenanceConfig(),
-                leader_election=election_config(leader_election),
-            )
-            self._rng = random.Random()
-            self._core = ClientCore(config, workers, self._rng)
-            self._leadership = LeaderDriver(self._core, self._db, periodic_jobs)
-        except BaseException:
-            if self._owns_db:
-                self._db.close()
-            raise
-        self.soft_stop_timeout = soft_stop_timeout
-        self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
-        self._error_handler = error_handler
-        self._middleware = (resumable_middleware, *middleware)  # River's resumable steps: outermost
-        self._insert_middleware = tuple(insert_middleware)
+        return self._db.dialect.name
+
+    def _unbind_database(self) -> None:
+        if self._owns_db:
+            self._db.close()
+
+    def _make_leadership(self, periodic_jobs: Sequence[PeriodicJob]) -> LeaderDriver:
+        return LeaderDriver(self._core, self._db, periodic_jobs)
+
+    def _init_driver(self) -> None:
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
         self._lock = threading.Lock()  # the core, the run table, lifecycle state
+        self._guard = self._lock
         self._events = EventHub()
-        self._runs: dict[int, _Run] = {}
         self._runs_idle = threading.Condition(self._lock)
-        self._producers: dict[str, MachineRunner] = {}
-        self._completer: MachineRunner | None = None
         self._notifier: NotifierProtocol | None = None
         self._notify_subs: list[NotifySubscription] = []
         self._watchdog: _Watchdog | None = None
         self._job_threads = _JobThreads(self._work)
-        self._state = "new"  # new -> started -> stopping -> stopped
-        self._hard_stop = False
         self._stopped = threading.Event()
-        self._stop_lock = threading.Lock()
-        self._stats = ClientStats()
+        self._stop_lock = threading.Lock()  # start, stop and runtime queue changes, one at a time
 
     # ---------------------------------------------------------------- properties
-
-    @property
-    def client_id(self) -> str:
-        return self._core.config.client_id
 
     @property
     def schema(self) -> str | None:
@@ -361,21 +288,14 @@ class Client:
     def database(self) -> Database:
         return self._db
 
-    @property
-    def is_leader(self) -> bool:
-        """Whether this client currently leads (runs maintenance and periodic jobs)."""
-        return self._leadership.is_leader
-
     def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
         """Block until ``is_leader == value``; False if ``timeout`` (seconds) passed first."""
         return self._leadership.wait_leader(value, timeout)
 
-    def stats(self) -> ClientStats:
-        with self._lock:
-            return ClientStats(
-                running=len(self._runs), timed_out=self._stats.timed_out, stuck=self._stats.stuck,
-                stuck_now=sum(1 for r in self._runs.values() if r.stuck),
-            )
+    def close(self) -> None:
+        """Close a database the client opened itself (for insert-only use without ``start``)."""
+        if self._lifecycle.state in (ClientState.NEW, ClientState.STOPPED) and self._owns_db:
+            self._db.close()
 
     # ---------------------------------------------------------------- insert
 
@@ -422,12 +342,6 @@ class Client:
         results = [executor.run(intent) for intent in intents]
         return results[0]
 
-    def _poke(self, queues: Iterable[str]) -> None:
-        for queue in queues:
-            runner = self._producers.get(queue)
-            if runner is not None and self._state == "started":
-                runner.post(TriggerFetch())
-
     # ---------------------------------------------------------------- events
 
     def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
@@ -436,31 +350,23 @@ class Client:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def configure(
-        self,
-        *,
-        queues: Mapping[str, QueueConfig] | None = None,
-        tag_filter: TagFilter | None = None,
-    ) -> None:
-        """Change the queues this client works, or its claim tag filter, before ``start()``."""
-        with self._lock:
-            if self._state != "new":
-                raise RiverError(f"client can only be configured before it starts; it is {self._state}")
-            self._core.reconfigure(queues=queues, tag_filter=tag_filter)
-
     def start(self) -> None:
         """Start working the configured queues (a no-op for an insert-only client)."""
-        with self._lock:
-            if self._state != "new":
-                raise RiverError(f"client cannot start: it is {self._state}")
-            self._state = "started"
-        if not self._core.works_jobs:
-            return
-        try:
-            self._start_runtime()
-        except BaseException:
-            self._teardown()
-            raise
+        with self._stop_lock:
+            with self._lock:
+                if self._lifecycle.state is not ClientState.NEW:
+                    raise RiverError(f"client cannot start: it is {self._lifecycle.state}")
+                self._lifecycle.advance(ClientState.STARTING)
+            try:
+                if self._core.works_jobs:
+                    self._start_runtime()
+            except BaseException:
+                with self._lock:
+                    self._lifecycle.advance(ClientState.STOPPING)
+                self._teardown()
+                raise
+            with self._lock:
+                self._lifecycle.advance(ClientState.STARTED)
 
     def _start_runtime(self) -> None:
         self._watchdog = _Watchdog(self._lock)
@@ -487,7 +393,7 @@ class Client:
         self._leadership.start()
 
     def __enter__(self) -> Client:
-        if self._state == "new":
+        if self._lifecycle.state is ClientState.NEW:
             self.start()
         return self
 
@@ -523,10 +429,10 @@ class Client:
     def _stop(self, escalate_after: float | None) -> None:
         with self._stop_lock:
             with self._lock:
-                if self._state in ("stopped",):
+                if self._lifecycle.state is ClientState.STOPPED:
                     return
-                was_new = self._state == "new"
-                self._state = "stopping"
+                was_new = self._lifecycle.state is ClientState.NEW
+                self._lifecycle.advance(ClientState.STOPPING)
             if not was_new and self._core.works_jobs:
                 for runner in self._producers.values():
                     runner.post(Stop())
@@ -569,76 +475,28 @@ class Client:
         if self._owns_db:
             self._db.close()
         with self._lock:
-            self._state = "stopped"
+            self._lifecycle.advance(ClientState.STOPPED)
         self._events.close_all()
         self._stopped.set()
 
-    def _cancel_all(self, cause: CancelCause) -> None:
-        with self._lock:
-            runs = list(self._runs.values())
-        for run in runs:
-            run.token.cancel(cause)
-
-    # ---------------------------------------------------------------- machine outputs
-
-    def _on_notification(self, topic: str, payload: str) -> None:
-        with self._lock:
-            routes = self._core.route_notification(topic, payload)
-        for queue, event in routes:
-            self._post_to_producer(queue, event)
-
-    def _deliver_control(self, payload: str) -> None:
-        """Hand this client's own control message to its producers; return once each applied it."""
-        with self._lock:
-            routes = self._core.route_own_control(payload, threading.Event)
-        waiting: list[tuple[MachineRunner, threading.Event]] = []
-        for queue, event in routes:
-            runner = self._producers.get(queue)
-            if runner is None:
-                continue
-            # Queued behind any Start not yet handled, so no producer sees it before starting.
-            runner.post(event)
-            if runner.started:
-                waiting.append((runner, event.ack))
-        for runner, ack in waiting:
+    def _deliver_control(self, payload: str, *, in_caller_tx: bool) -> None:
+        """Hand this client's own control message to its producers where ``deliver_control_locally``
+        says so; return once each running one applied it (a pause then holds when pause() returns)."""
+        if not deliver_control_locally(payload, in_caller_tx=in_caller_tx,
+                                       listening=self._core.config.notifications):
+            return
+        for runner, ack in self._post_own_control(payload, threading.Event):
             # A runner that ended meanwhile will never answer; nothing of it fetches either.
             while not ack.wait(_ACK_RECHECK) and not runner.done.is_set():
                 pass
-
-    def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
-        runner = self._producers.get(queue)
-        if runner is None:
-            return
-        if accepts_triggers(runner):
-            runner.post(event)
-
-    def _producer_hook(self, queue: str) -> Callable[[Any], None]:
-        return lambda out: self._on_producer_output(queue, out)
-
-    def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
-        for job in out.start_jobs:
-            self._start_job(queue, job)
-        if out.cancel_job_ids:
-            with self._lock:
-                runs = [self._runs[i] for i in out.cancel_job_ids if i in self._runs]
-            for run in runs:
-                run.token.cancel(CancelCause.REMOTE_CANCEL)
-        report_producer_output(queue, out, self._events.publish, log)
-        if out.stopped:
-            self._producers[queue].finish()
-
-    def _on_completer_output(self, out: CompleterOutput) -> None:
-        report_completer_output(out, self._events.publish, log)
-        if out.stopped and self._completer is not None:
-            self._completer.finish()
 
     # ---------------------------------------------------------------- running jobs
 
     def _start_job(self, queue: str, job: Any) -> None:
         with self._lock:
             plan = self._core.plan_job(job)
-            run = _Run(queue, plan, CancellationToken(), utcnow())
-            self._runs[job.id] = run
+            run = JobRun(queue, plan, CancellationToken(), utcnow())
+            self._runs.add(run)
             hard = self._hard_stop
             if plan.immediate is None and plan.timeout is not None and self._watchdog is not None:
                 run.deadline_slot = self._watchdog.add(
@@ -650,39 +508,25 @@ class Client:
             return
         self._job_threads.submit(run)
 
-    def _on_timeout(self, run: _Run) -> None:
+    def _on_timeout(self, run: JobRun) -> None:
         with self._lock:
-            if run.plan.job.id not in self._runs or self._runs[run.plan.job.id] is not run:
-                return
-            self._stats.timed_out += 1
+            watch = self._runs.timeout_reached(run)
             timeout = run.plan.timeout
-            if self._watchdog is not None and timeout is not None:
+            if watch and self._watchdog is not None and timeout is not None:
                 # The timeout fired about started + timeout: stuck after the rest of stuck_after.
                 later = (self._core.stuck_after(timeout) - timeout).total_seconds()
                 run.deadline_slot = self._watchdog.add(run, time.monotonic() + later, self._on_stuck)
-        run.token.cancel(CancelCause.TIMEOUT)
-        log.warning("river: job %d (%s) exceeded its timeout of %s; its token is set",
-                    run.plan.job.id, run.plan.job.kind, timeout)
 
-    def _on_stuck(self, run: _Run) -> None:
+    def _on_stuck(self, run: JobRun) -> None:
         with self._lock:
-            if self._runs.get(run.plan.job.id) is not run:
-                return
-            run.stuck = True
-            self._stats.stuck += 1
-        log.warning("river: job %d (%s) is stuck: still running after its timeout; a thread can't be "
-                    "killed, so it keeps its thread and queue slot until it returns",
-                    run.plan.job.id, run.plan.job.kind)
+            self._runs.stuck_reached(run)
 
-    def _call_chain(self, run: _Run) -> Callable[[WorkContext, Any], Any]:
+    def _call_chain(self, run: JobRun) -> Callable[[WorkContext, Any], Any]:
         worker = run.plan.worker
         assert worker is not None
-        call: Callable[[WorkContext, Any], Any] = worker.call
-        for mw in reversed(self._middleware):
-            call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
-        return call
+        return self._with_middleware(worker.call)
 
-    def _work(self, run: _Run) -> None:
+    def _work(self, run: JobRun) -> None:
         ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
         run.ctx = ctx
         result: Any = None
@@ -706,43 +550,28 @@ class Client:
             log.exception("river: could not report the outcome of job %d", run.plan.job.id)
             self._release(run)
 
-    def _finish_run(
-        self, run: _Run, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
-    ) -> None:
-        with self._lock:
-            finish = self._core.finish_job(
-                run.plan, outcome, now=utcnow(), started_at=run.started_at, cancel_cause=run.token.cause,
-                error_handler_cancel=handler_cancel, metadata_updates=metadata,
-            )
-        # Slot first: once the completer commits, a claim may return this job again (see runner).
-        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
-        if self._completer is not None:
-            self._completer.post(Submit(finish.update, finish.reason, context=run))
-        self._forget(run)
-
-    def _release(self, run: _Run) -> None:
+    def _release(self, run: JobRun) -> None:
         """Give the slot back without an outcome (the report itself failed)."""
         self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
         self._forget(run)
 
-    def _forget(self, run: _Run) -> None:
+    def _forget(self, run: JobRun) -> None:
         with self._lock:
-            if self._runs.get(run.plan.job.id) is run:
-                del self._runs[run.plan.job.id]
+            self._runs.forget(run)
             if run.deadline_slot is not None and self._watchdog is not None:
                 self._watchdog.drop(run, run.deadline_slot)
-            if not self._runs:  # stop() waits for the table to empty, nothing else waits here
-                self._runs_idle.notify_all()
+                run.deadline_slot = None
+            self._runs_idle.notify_all()
 
     # ---------------------------------------------------------------- runtime queues (client.queues)
 
     def _add_queue(self, name: str, config: QueueConfig) -> None:
         with self._stop_lock:
             with self._lock:
-                if self._state in ("stopping", "stopped"):
-                    raise RiverError(f"cannot add queue {name!r}: the client is {self._state}")
+                if self._lifecycle.ending:
+                    raise RiverError(f"cannot add queue {name!r}: the client is {self._lifecycle.state}")
                 producer = self._core.add_queue(name, config)
-                started = self._state == "started"
+                started = self._lifecycle.running
             runner = MachineRunner(
                 producer, self._db, name=f"producer-{name}", on_output=self._producer_hook(name),
                 readonly=lambda intent: isinstance(intent, GetQueue),
@@ -756,13 +585,10 @@ class Client:
             if name not in self._core.queues:
                 self._core.remove_queue(name)  # raises the not-added error
             runner = self._producers.get(name)
-            if runner is not None and self._state == "started":
+            if runner is not None and self._lifecycle.running:
                 runner.post(Stop())
                 if not runner.done.wait(timeout):
-                    raise TimeoutError(
-                        f"queue {name!r} is stopping but still has running jobs after {timeout}s; "
-                        "call remove again to wait for them"
-                    )
+                    raise queue_still_busy(name, timeout)
                 runner.finish()
                 runner.join()
             with self._lock:

@@ -13,8 +13,8 @@ import threading
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from river_db.work_context import WorkContextBase
 from river_protocol.job import JobRow
-from river_protocol.outcomes import record_output
 from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
 from river_sync.resumable import SyncResumableSteps
 
@@ -68,35 +68,15 @@ class CancellationToken:
             raise WorkCancelled(cause)
 
 
-class WorkContext(SyncResumableSteps):
+class WorkContext(SyncResumableSteps, WorkContextBase):
     """Per-run context: the job row, decoded args, the client and the cancellation token.
 
     Resumable steps (``step``, ``cursor``, ``set_cursor``, ``checkpoint``) come
     from ``river_sync.resumable.SyncResumableSteps``.
     """
 
-    def __init__(self, job: JobRow, args: Any, client: Client, token: CancellationToken) -> None:
-        self.job = job
-        self.args = args
-        self.client = client
-        self.token = token
-        self.metadata_updates: dict[str, Any] = {}
-        self.completed_in_tx = False
-
-    @property
-    def cancelled(self) -> bool:
-        return self.token.is_set()
-
-    @property
-    def cancel_cause(self) -> CancelCause | None:
-        return self.token.cause
-
-    def raise_if_cancelled(self) -> None:
-        self.token.raise_if_cancelled()
-
-    def record_output(self, value: Any) -> None:
-        """Store ``value`` (JSON-encodable, ≤ 32 MB encoded) as the job's ``metadata.output``."""
-        self.metadata_updates.update(record_output(value))
+    client: Client
+    token: CancellationToken
 
     def complete_in(self, tx: Any) -> JobRow | None:
         """Mark this job completed inside the caller's transaction ``tx`` (docs/protocol.md §7.5).

@@ -38,22 +38,26 @@ from river_db.connect import (
     DEFAULT_POOL_SIZE,
     DEFAULT_SQLITE_READERS,
     NO_LISTEN_ON_SQLITE,
+    borrow_engine_connection,
     check_pool_size,
     close_quietly,
     connect_dedicated,
     dialect_for,
     engine_connect_args,
+    engine_pool_size,
     open_pg,
     pg_idle_usable,
     pg_is_broken,
     pg_restore,
     pg_to_autocommit,
     pool_connect_args,
+    return_engine_connection,
     sqlalchemy_kind,
+    wait_timed_out,
     with_utc_session,
 )
 from river_db.executor import Executor
-from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
+from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset
 from river_db.unavailable import unavailable_as_typed
 from river_db.urls import parse_database_url
 from river_protocol.dialects.base import Dialect
@@ -312,62 +316,47 @@ class _SQLiteBackend:
 
 
 class _SQLAlchemyBackend:
-    """Borrows DB-API connections from an Engine's pool (the engine stays the caller's)."""
+    """Borrows DB-API connections from an Engine's pool (the engine stays the caller's).
 
-    def __init__(self, engine: sqlalchemy.Engine, kind: str) -> None:
+    At most the pool's size are out at once: a borrower waits up to ``timeout``
+    seconds for one (as with ``river_trio``'s limiter) instead of the engine's own
+    pool timeout, so both drivers fail the same way when the engine runs dry.
+    """
+
+    def __init__(self, engine: sqlalchemy.Engine, kind: str, *, timeout: float | None) -> None:
         self.engine = engine
         self.kind = kind
+        self.timeout = timeout
+        self._slots = threading.BoundedSemaphore(engine_pool_size(engine))
         # Same single-writer reasoning as for SQLite paths, across the engine's connections.
         self._sqlite_writer = threading.Lock() if kind == "sqlite" else None
 
     @contextmanager
     def acquire(self, readonly: bool) -> Iterator[Any]:
         if self._sqlite_writer is not None and not readonly:
-            with self._sqlite_writer, self._borrow() as conn:
-                yield conn
+            if not self._sqlite_writer.acquire(timeout=-1 if self.timeout is None else self.timeout):
+                raise wait_timed_out(self.timeout, "the SQLite writer connection")
+            try:
+                with self._borrow() as conn:
+                    yield conn
+            finally:
+                self._sqlite_writer.release()
         else:
             with self._borrow() as conn:
                 yield conn
 
     @contextmanager
     def _borrow(self) -> Iterator[Any]:
-        proxy = self.engine.raw_connection()
+        if not self._slots.acquire(timeout=self.timeout):
+            raise wait_timed_out(self.timeout, "a connection from the SQLAlchemy engine")
         try:
-            conn = proxy.driver_connection
-            if self.kind == "postgres":
-                with self._pg_mode(proxy, conn):
-                    yield conn
-            else:
-                with self._sqlite_mode(proxy, conn):
-                    yield conn
-        finally:
-            proxy.close()
-
-    @contextmanager
-    def _pg_mode(self, proxy: Any, conn: Any) -> Iterator[None]:
-        previous = pg_to_autocommit(conn)
-        try:
-            yield
-        finally:
+            proxy, conn, previous = borrow_engine_connection(self.engine, self.kind)
             try:
-                pg_restore(conn, previous)
-                broken = pg_is_broken(conn)
-            except Exception:
-                log.warning("invalidating a connection that could not be reset", exc_info=True)
-                broken = True
-            if broken:
-                proxy.invalidate()
-
-    @contextmanager
-    def _sqlite_mode(self, proxy: Any, conn: Any) -> Iterator[None]:
-        previous = sqlite_to_explicit(conn)
-        try:
-            yield
+                yield conn
+            finally:
+                return_engine_connection(proxy, conn, self.kind, previous)
         finally:
-            if sqlite_reset(conn):
-                conn.isolation_level = previous
-            else:
-                proxy.invalidate()
+            self._slots.release()
 
     def connect_dedicated(self) -> Any:
         return connect_dedicated(*engine_connect_args(self.engine, self.kind))
@@ -430,10 +419,13 @@ class Database:
         return cls(_PgPoolBackend(pool, owned=False, timeout=timeout), PostgresDialect(schema))
 
     @classmethod
-    def from_sqlalchemy_engine(cls, engine: sqlalchemy.Engine, *, schema: str | None = None) -> Database:
-        """Borrow raw DB-API connections from ``engine`` (left undisposed by ``close()``)."""
+    def from_sqlalchemy_engine(
+        cls, engine: sqlalchemy.Engine, *, schema: str | None = None, timeout: float | None = None
+    ) -> Database:
+        """Borrow raw DB-API connections from ``engine`` (left undisposed by ``close()``); ``timeout``
+        bounds the wait for one when the engine's pool has none free (None: no bound)."""
         kind = sqlalchemy_kind(engine)
-        return cls(_SQLAlchemyBackend(engine, kind), dialect_for(kind, schema))
+        return cls(_SQLAlchemyBackend(engine, kind, timeout=timeout), dialect_for(kind, schema))
 
     @classmethod
     def from_sqlite_path(

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from river_db.events import Event
+from river_db.events import Event, SubscriptionTimeoutError
 from river_protocol.client_core import EventKind, parse_event_kinds
 from river_protocol.errors import ValidationError
 
@@ -41,13 +41,24 @@ class Subscription:
             self._queue.put(event)
 
     def get(self, timeout: float | None = None) -> Event:
-        """The next event; raises ``queue.Empty`` on timeout and ``EOFError`` once closed and drained."""
-        item = self._queue.get(timeout=timeout)
+        """The next event, waiting up to ``timeout`` seconds (None: for ever).
+
+        Raises ``SubscriptionTimeoutError`` when none came in time and ``EOFError``
+        once closed and drained.
+        """
+        try:
+            item = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise SubscriptionTimeoutError(f"no event within {timeout} s") from None
         if item is _CLOSED:
             self._queue.put_nowait(_CLOSED)
             raise EOFError("subscription closed")
         assert isinstance(item, Event)
         return item
+
+    def get_nowait(self) -> Event:
+        """``get(timeout=0)``: a queued event or ``SubscriptionTimeoutError`` at once."""
+        return self.get(timeout=0)
 
     def __iter__(self) -> Iterator[Event]:
         while True:

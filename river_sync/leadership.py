@@ -15,60 +15,40 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
 
-from river_db.periodic_jobs import PeriodicJobs
+from river_db.leader_base import ELECTOR_STOP_WAIT, SERVICE_STOP_WAIT, LeaderBase
 from river_protocol.client_core import ClientCore
-from river_protocol.leadership import (
-    Leadership,
-    LeadershipOutput,
-    PeriodicJob,
-    PeriodicRegistry,
-    ServicesStarted,
-)
+from river_protocol.leadership import LeadershipOutput, PeriodicJob, ServicesStarted
 from river_protocol.leadership import Start as ElectorStart
 from river_protocol.machines import maintenance as mnt
 from river_protocol.machines import periodic as periodic_machine
-from river_protocol.machines.base import Event, Stop
-from river_protocol.machines.elector import LeadershipNotification
-from river_protocol.machines.notifications import TOPIC_LEADERSHIP, parse_leadership
+from river_protocol.machines.base import Stop
 from river_sync.database import Database
 from river_sync.runner import MachineRunner, utcnow
 
 log = logging.getLogger(__name__)
 
-SERVICE_STOP_WAIT = 10.0  # seconds to wait for a service's statement in flight when leadership ends
-ELECTOR_STOP_WAIT = 20.0  # the resign gets up to 3 attempts (1 + 2 + 3 s) plus back-off
+__all__ = ["ELECTOR_STOP_WAIT", "SERVICE_STOP_WAIT", "LeaderDriver"]
 
 
-class LeaderDriver:
+class LeaderDriver(LeaderBase):
     """Runs the elector (clients with queues and leader election) and, while leading, the services."""
+
+    _log = log
+    _runner: MachineRunner | None
+    _services: dict[str, MachineRunner]
+    _enqueuer: MachineRunner | None
 
     def __init__(
         self, core: ClientCore, database: Database, periodic_jobs: Sequence[PeriodicJob] = ()
     ) -> None:
-        self._core = core
+        super().__init__(core, periodic_jobs)
         self._db = database
         self._lock = threading.Lock()  # the registry and the service runners
-        self._registry = PeriodicRegistry(core.periodic_definition)
-        self._registry.add_many(tuple(periodic_jobs))
-        self._machine: Leadership | None = None
-        self._runner: MachineRunner | None = None
-        self._services: dict[str, MachineRunner] = {}
-        self._enqueuer: MachineRunner | None = None
+        self._guard = self._lock
         self._leading = threading.Condition()
-        self.terms = 0  # terms won by this client (for logs and tests)
-        self.periodic_jobs = PeriodicJobs(self)
 
     # ---------------------------------------------------------------- lifecycle
-
-    @property
-    def enabled(self) -> bool:
-        return self._core.runs_elector
-
-    @property
-    def is_leader(self) -> bool:
-        return self._machine is not None and self._machine.is_leader
 
     def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
         """Block until this client's leadership equals ``value`` (or the timeout passes)."""
@@ -81,13 +61,6 @@ class LeaderDriver:
         self._machine = self._core.make_leadership()
         self._runner = MachineRunner(self._machine, self._db, name="elector", on_output=self._on_output)
         self._runner.start(ElectorStart())
-
-    def on_notification(self, topic: str, payload: str) -> None:
-        if topic != TOPIC_LEADERSHIP or self._runner is None:
-            return
-        message = parse_leadership(payload)
-        if message is not None:
-            self._runner.post(LeadershipNotification(message))
 
     def stop(self, timeout: float = ELECTOR_STOP_WAIT) -> None:
         """Step down (services first, then the resign) and end the elector's thread."""
@@ -112,23 +85,12 @@ class LeaderDriver:
         # Runs on the elector's thread before this output's intents: stopping here precedes the resign.
         if out.stop_services:
             self._stop_services()
-        if out.lost_leadership:
-            log.info("river: %s lost leadership", self._core.config.client_id)
-        if out.start_error is not None:
-            log.error("river: maintenance services failed to start: %s", out.start_error)
-        if out.resign_requested:
-            log.error("river: maintenance services failed to start repeatedly; requesting resignation")
-        if out.became_leader:
-            self.terms += 1
-            log.info("river: %s became leader", self._core.config.client_id)
+        self._report(out)
         if out.start_services is not None:
             error = self._start_services()
             assert self._runner is not None
             self._runner.post(ServicesStarted(out.start_services, error), urgent=True)
-        if out.stopped and self._runner is not None:
-            self._runner.finish()
-        if out.became_leader or out.lost_leadership or out.stopped:
-            self._notify_leading()
+        self._settle(out, self._notify_leading)
 
     def _notify_leading(self) -> None:
         with self._leading:
@@ -154,56 +116,13 @@ class LeaderDriver:
         return None
 
     def _stop_services(self) -> None:
-        with self._lock:
-            runners = list(self._services.values())
-            if self._enqueuer is not None:
-                runners.append(self._enqueuer)
-            self._services, self._enqueuer = {}, None
-            self._registry.end_term()
+        runners = self._take_runners()
         for runner in runners:
-            runner.post(Stop(), urgent=True)
+            # Behind what is queued, not ahead: the enqueuer may hold a periodic-job change,
+            # which its machine would refuse once stopped (the registry keeps it for next term).
+            runner.post(Stop())
             runner.finish()
         deadline = utcnow().timestamp() + SERVICE_STOP_WAIT
         for runner in runners:
             if not runner.done.wait(max(deadline - utcnow().timestamp(), 0.0)):
                 log.warning("river: %s is still running a statement after leadership ended", runner.name)
-
-    def _service_hook(self, name: str) -> Any:
-        def hook(out: mnt.MaintenanceOutput) -> None:
-            for run in out.runs:
-                if run.error is not None:
-                    log.warning("river: %s run failed: %s", name, run.error)
-                else:
-                    log.debug("river: %s ran %d batch(es)", name, run.batches)
-
-        return hook
-
-    def _on_periodic_output(self, out: periodic_machine.PeriodicOutput) -> None:
-        for periodic_id, error in out.constructor_errors:
-            log.error("river: periodic job %r could not be built: %s", periodic_id or "(no id)", error)
-
-    # ---------------------------------------------------------------- periodic jobs
-
-    def add_periodic(self, jobs: tuple[PeriodicJob, ...]) -> list[int]:
-        with self._lock:
-            handles, event = self._registry.add_many(jobs)
-            self._post_enqueuer(event)
-        return list(handles)
-
-    def remove_periodic(self, *, handle: int | None = None, periodic_id: str | None = None) -> bool:
-        with self._lock:
-            if handle is not None:
-                found, event = self._registry.remove(handle)
-            else:
-                assert periodic_id is not None
-                found, event = self._registry.remove_by_id(periodic_id)
-            self._post_enqueuer(event)
-        return found
-
-    def periodic_handles(self) -> tuple[tuple[int, PeriodicJob], ...]:
-        with self._lock:
-            return self._registry.jobs
-
-    def _post_enqueuer(self, event: Event | None) -> None:
-        if event is not None and self._enqueuer is not None:
-            self._enqueuer.post(event)

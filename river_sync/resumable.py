@@ -26,12 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from river_db.resumable import UNSET, ResumableSteps
+from river_db.resumable import UNSET, ResumableAttempt, ResumableSteps
 from river_db.resumable import Step as Step
 from river_protocol.job import JobRow
-from river_protocol.outcomes import Completed
-from river_protocol.resumable import needs_state_up_front, settle_run
-from river_protocol.work import outcome_from_result
 
 if TYPE_CHECKING:
     from river_sync.context import WorkContext
@@ -52,17 +49,5 @@ class SyncResumableSteps(ResumableSteps):
 
 def resumable_middleware(ctx: WorkContext, args: Any, call_next: Callable[[WorkContext, Any], Any]) -> Any:
     """Outermost middleware: records step progress when an attempt doesn't succeed."""
-    if needs_state_up_front(ctx.job.metadata):
-        ctx._resumable()
-    try:
-        result = call_next(ctx, args)
-    except BaseException:
-        updates, _ = settle_run(ctx._resumable_state, raised=True, completed=False)
-        ctx.metadata_updates.update(updates)
-        raise
-    completed = isinstance(outcome_from_result(result, None), Completed)
-    updates, error = settle_run(ctx._resumable_state, raised=False, completed=completed)
-    ctx.metadata_updates.update(updates)
-    if error is not None:
-        raise error
-    return result
+    with ResumableAttempt(ctx) as attempt:
+        return attempt.returned(call_next(ctx, args))

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from river_protocol.lifecycle import ClientState
+
 if TYPE_CHECKING:
     from river_sync.client import Client
 
@@ -75,7 +77,7 @@ def run_until_signalled(
     try:
         for sig in signals:
             previous[sig] = signal.signal(sig, on_signal)
-        if _is_new(client):
+        if client.state is ClientState.NEW:
             client.start()
         # A bounded wait lets the interpreter run signal handlers promptly on every platform.
         while not client.wait(0.5):
@@ -84,7 +86,3 @@ def run_until_signalled(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return how[0]
-
-
-def _is_new(client: Client) -> bool:
-    return getattr(client, "_state", "started") == "new"

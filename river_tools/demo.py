@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import sys
 import threading
 import time
@@ -21,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar, TextIO
 
-from river_db.events import Event
+from river_db.events import Event, SubscriptionTimeoutError
 from river_db.migrator import Migrator
 from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
@@ -203,7 +202,7 @@ def wait_until_done(client: Client, expected: list[Expectation], console: Consol
                 raise SystemExit(f"demo: jobs still unfinished after {DEADLINE_SECONDS:g} s")
             try:
                 _show(events.get(timeout=min(left, 1.0)), console)
-            except queue.Empty:
+            except SubscriptionTimeoutError:
                 continue  # the periodic job may have been inserted meanwhile; look again
         # A job's event follows its commit, so the last ones may still be on their way.
         client.stop()

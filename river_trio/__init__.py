@@ -3,7 +3,10 @@
 Names mirror ``river_sync`` one for one; methods that do I/O are async.
 """
 
+from river_db.events import SubscriptionTimeoutError
+from river_db.migrator import Migrator
 from river_protocol.admin import JobPage, JobRunningError, QueueAlreadyAddedError, QueueNotAddedError
+from river_protocol.args import arg_field
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
     EventKind,
@@ -16,8 +19,10 @@ from river_protocol.errors import DatabaseUnavailableError, JobNotFoundError, Qu
 from river_protocol.intents import InsertResult, QueueRow
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.leadership import PeriodicJob
+from river_protocol.lifecycle import ClientState
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Snooze
+from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts
 from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled, WorkOutcome
@@ -38,10 +43,12 @@ __all__ = [
     "CancelCause",
     "CancellationToken",
     "Client",
+    "ClientState",
     "ClientStats",
     "Completed",
     "Database",
     "DatabaseUnavailableError",
+    "DefaultRetryPolicy",
     "Discard",
     "Event",
     "EventKind",
@@ -59,20 +66,24 @@ __all__ = [
     "JobState",
     "LeaderElectionConfig",
     "MaintenanceConfig",
+    "Migrator",
     "PeriodicJob",
     "QueueAlreadyAddedError",
     "QueueConfig",
     "QueueNotAddedError",
     "QueueNotFoundError",
     "QueueRow",
+    "RetryPolicy",
     "Snooze",
     "Subscription",
+    "SubscriptionTimeoutError",
     "TagFilter",
     "UniqueOpts",
     "WorkCancelled",
     "WorkContext",
     "WorkOutcome",
     "Workers",
+    "arg_field",
     "run_until_signalled",
     "transaction",
 ]

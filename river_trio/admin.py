@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from river_protocol.admin import (
     JobPage,
-    JobRunningError,
+    control_payloads,
     count_by_state,
-    deliver_control_locally,
+    delete_refusal,
+    found_queue,
     job_page,
     list_jobs_intent,
+    list_queues_intent,
     local_cancel_payload,
     pause_intents,
     update_output_intent,
@@ -27,7 +29,7 @@ from river_protocol.admin import (
 )
 from river_protocol.admin import cancel_intent as _cancel_intent
 from river_protocol.client_core import QueueConfig
-from river_protocol.errors import QueueNotFoundError, ValidationError
+from river_protocol.errors import ValidationError
 from river_protocol.intents import (
     CountJobs,
     DeleteJob,
@@ -35,8 +37,6 @@ from river_protocol.intents import (
     GetQueue,
     Intent,
     JobListFilter,
-    ListQueues,
-    Notify,
     QueueRow,
     RetryJob,
 )
@@ -76,10 +76,7 @@ class _Admin:
             return [await executor.run(intent) for intent in intents]
 
     async def _deliver(self, payload: str, *, tx: Any) -> None:
-        client = self._client
-        listening = client._core.config.notifications
-        if deliver_control_locally(payload, in_caller_tx=tx is not None, listening=listening):
-            await client._deliver_control(payload)
+        await self._client._deliver_control(payload, in_caller_tx=tx is not None)
 
 
 class JobsAPI(_Admin):
@@ -133,12 +130,11 @@ class JobsAPI(_Admin):
         """Delete a job that isn't running; returns the deleted row (``JobRunningError`` if running)."""
         try:
             row: JobRow = (await self._run((DeleteJob(job_id),), tx))[0]
-        except JobRunningError:
-            raise
         except ValidationError as exc:
-            if "running" in str(exc):
-                raise JobRunningError(str(exc)) from None
-            raise
+            refusal = delete_refusal(exc)
+            if refusal is exc:
+                raise
+            raise refusal from None
         return row
 
     async def update(self, job_id: int, *, output: Any, tx: Any = None) -> JobRow:
@@ -160,15 +156,12 @@ class QueuesAPI(_Admin):
 
     async def get(self, name: str, *, tx: Any = None) -> QueueRow:
         row: QueueRow | None = (await self._run((GetQueue(name),), tx, readonly=True))[0]
-        if row is None:
-            raise QueueNotFoundError(f"queue {name!r} not found")
-        return row
+        return found_queue(name, row)
 
     async def list(self, *, limit: int = 100, after: str | None = None, tx: Any = None) -> list[QueueRow]:
         """Queue records ordered by name; ``after`` = the last name of the previous page."""
-        if not 1 <= limit <= 10_000:
-            raise ValidationError(f"limit must be from 1 to 10000, got {limit}")
-        rows: list[QueueRow] = (await self._run((ListQueues(limit=limit, after_name=after),), tx,
+
+        rows: list[QueueRow] = (await self._run((list_queues_intent(limit, after),), tx,
                                                 readonly=True))[0]
         return rows
 
@@ -194,10 +187,8 @@ class QueuesAPI(_Admin):
         return row
 
     async def _announce(self, intents: Sequence[Intent], tx: Any) -> None:
-        for intent in intents:
-            if isinstance(intent, Notify):
-                for payload in intent.payloads:
-                    await self._deliver(payload, tx=tx)
+        for payload in control_payloads(intents):
+            await self._deliver(payload, tx=tx)
 
     def worked(self) -> dict[str, QueueConfig]:
         """The queues this client works (configured, plus runtime additions, minus removals)."""

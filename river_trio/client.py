@@ -38,56 +38,40 @@ import heapq
 import inspect
 import logging
 import math
-import random
-import socket
 import traceback
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
     ClientStats,
-    accepts_triggers,
-    election_config,
-    report_completer_output,
-    report_producer_output,
 )
 from river_db.connect import sqlalchemy_kind
-from river_db.periodic_jobs import PeriodicJobs
+from river_db.job_runs import JobRun
+from river_db.resumable import ResumableAttempt
 from river_db.urls import dialect_of_url
-from river_protocol.claim_filters import TagFilter
+from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
-    ClientConfig,
-    ClientCore,
     EventKind,
     InsertManyParams,
     InsertPlan,
-    JobPlan,
-    LeaderElectionConfig,
     MaintenanceConfig,
     QueueConfig,
-    default_client_id,
 )
-from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import GetQueue, InsertParams, InsertResult
 from river_protocol.leadership import PeriodicJob
-from river_protocol.machines.base import Event as MachineEvent
+from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
-from river_protocol.machines.completer import CompleterOutput, Submit
 from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
-from river_protocol.machines.producer import JobFinished, ProducerOutput, Start, TriggerFetch
+from river_protocol.machines.producer import Start
 from river_protocol.options import InsertOpts
-from river_protocol.outcomes import Completed, Outcome
-from river_protocol.resumable import needs_state_up_front, settle_run
-from river_protocol.retry import RetryPolicy
-from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
-from river_protocol.workers import WorkerEntry, Workers
+from river_protocol.workers import WorkerEntry
 from river_trio.admin import JobsAPI, QueuesAPI
 from river_trio.context import CancellationToken, WorkContext
 from river_trio.database import AsyncDatabase
@@ -105,16 +89,6 @@ InsertNext = Callable[[Sequence[InsertParams]], Awaitable[list[InsertResult]]]
 InsertMiddleware = Callable[[Sequence[InsertParams], InsertNext], Awaitable[list[InsertResult]]]
 
 CANCEL_GRACE = 10.0  # seconds a cancelled run() may spend on its hard stop
-
-
-@dataclass(eq=False, slots=True)
-class _Run:
-    queue: str
-    plan: JobPlan
-    token: CancellationToken
-    started_at: Any
-    ctx: WorkContext | None = None
-    deadline_slot: int | None = None  # its bucket in the client's _Deadlines while it has a timeout
 
 
 # ---------------------------------------------------------------- deadlines
@@ -223,26 +197,14 @@ async def _maybe_await(value: Any) -> Any:
 
 async def resumable_middleware(ctx: WorkContext, args: Any, call_next: CallNext) -> Any:
     """Outermost middleware: records step progress when an attempt doesn't succeed."""
-    if needs_state_up_front(ctx.job.metadata):
-        ctx._resumable()
-    try:
-        result = await call_next(ctx, args)
-    except BaseException:
-        updates, _ = settle_run(ctx._resumable_state, raised=True, completed=False)
-        ctx.metadata_updates.update(updates)
-        raise
-    completed = isinstance(outcome_from_result(result, None), Completed)
-    updates, error = settle_run(ctx._resumable_state, raised=False, completed=completed)
-    ctx.metadata_updates.update(updates)
-    if error is not None:
-        raise error
-    return result
+    with ResumableAttempt(ctx) as attempt:
+        return attempt.returned(await call_next(ctx, args))
 
 
 # ---------------------------------------------------------------- the client
 
 
-class Client:
+class Client(ClientBase):
     """A River client on Postgres or SQLite, run under trio.
 
     ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
@@ -258,99 +220,53 @@ class Client:
     ``error_handler(job, exc)`` (sync or async) may return True to cancel.
     """
 
-    def __init__(
-        self,
-        database: Any,
-        *,
-        queues: dict[str, QueueConfig] | None = None,
-        workers: Workers | None = None,
-        client_id: str | None = None,
-        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
-        soft_stop_timeout: timedelta | None = None,
-        leader_election: bool | LeaderElectionConfig = True,
-        fetch_only_known_kinds: bool = False,
-        periodic_jobs: Sequence[PeriodicJob] = (),
-        maintenance: MaintenanceConfig | None = None,
-        error_handler: ErrorHandler | None = None,
-        middleware: Sequence[Middleware] = (),
-        insert_middleware: Sequence[InsertMiddleware] = (),
-        notifications: bool = True,
-        retry_policy: RetryPolicy | None = None,
-        schema: str | None = None,
-        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
-        fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
-        skip_unknown_job_check: bool = False,
-        tag_filter: TagFilter | None = None,
-        group_commit: bool = True,
-        unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
-    ) -> None:
-        from datetime import UTC, datetime
+    _log = log
+    _clock = utcnow
+    _outermost = resumable_middleware
+    jobs: JobsAPI
+    queues: QueuesAPI
+    _leadership: LeaderDriver
+    _events: EventHub
+    _producers: dict[str, MachineRunner]
+    _completer: MachineRunner | None
 
+    def _bind_database(self, database: Any, schema: str | None) -> str:
         dialect = _dialect_of(database)
         if isinstance(database, AsyncDatabase) and schema is not None and database.dialect.schema != schema:
             raise ValidationError(
                 f"schema {schema!r} differs from the AsyncDatabase's schema {database.dialect.schema!r}"
             )
-        config = ClientConfig(
-            client_id=client_id or default_client_id(socket.gethostname(), datetime.now(UTC)),
-            dialect=dialect,
-            queues=dict(queues or {}),
-            job_timeout=job_timeout,
-            max_attempts=max_attempts,
-            fetch_cooldown=fetch_cooldown,
-            notifications=notifications,
-            retry_policy=retry_policy,
-            skip_unknown_job_check=skip_unknown_job_check,
-            fetch_only_known_kinds=fetch_only_known_kinds,
-            tag_filter=tag_filter,
-            group_commit=group_commit,
-            unique_key_rules=parse_unique_key_rules(unique_key_rules),
-            maintenance=maintenance or MaintenanceConfig(),
-            leader_election=election_config(leader_election),
-        )
         self._database_arg = database
         self._schema_arg = schema
         self._db: AsyncDatabase | None = database if isinstance(database, AsyncDatabase) else None
         self._owns_db = False
-        self._rng = random.Random()
-        self._core = ClientCore(config, workers, self._rng)
-        self._leadership = LeaderDriver(self._core, self._db, periodic_jobs)
-        self.soft_stop_timeout = soft_stop_timeout
-        self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
-        self._error_handler = error_handler
-        self._middleware: tuple[Middleware, ...] = (resumable_middleware, *middleware)
-        self._insert_middleware = tuple(insert_middleware)
+        return dialect
+
+    def _make_leadership(self, periodic_jobs: Sequence[PeriodicJob]) -> LeaderDriver:
+        return LeaderDriver(self._core, self._db, periodic_jobs)
+
+    def _init_driver(self) -> None:
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
         self._events = EventHub()
-        self._runs: dict[int, _Run] = {}
         self._runs_empty = trio.Event()
         self._runs_empty.set()
-        self._producers: dict[str, MachineRunner] = {}
         self._pending_producers: dict[str, Any] = {}
         # Sync workers' threads: bounded by the queues' max_workers already, so not by trio's default 40.
         self._worker_threads = trio.CapacityLimiter(math.inf)
-        self._completer: MachineRunner | None = None
         self._notifier: NotifierProtocol | None = None
         self._nursery: trio.Nursery | None = None
         self._runtime_scope: trio.CancelScope | None = None
-        self._state = "new"  # new -> starting -> started -> stopping -> stopped
-        self._hard_stop = False
         self._stop_begun = False
         self._finished = trio.Event()  # the stop sequence is done: run() may return
         self._stopped = trio.Event()  # run() has returned
         self._runtime_exited = False
         self._deadlines = _Deadlines()
         self._chains: dict[int, tuple[WorkerEntry, CallNext | None]] = {}
-        self._stats = ClientStats()
         self._open_lock = trio.Lock()
         self._cm_nursery: Any = None
 
     # ---------------------------------------------------------------- properties
-
-    @property
-    def client_id(self) -> str:
-        return self._core.config.client_id
 
     @property
     def schema(self) -> str | None:
@@ -359,20 +275,11 @@ class Client:
         return self._schema_arg
 
     @property
-    def dialect_name(self) -> str:
-        return self._core.config.dialect
-
-    @property
     def database(self) -> AsyncDatabase:
         """The open ``AsyncDatabase`` (after start or the first call that needed it)."""
         if self._db is None:
             raise RiverError("the client's database is not open yet: start the client or await a call first")
         return self._db
-
-    @property
-    def is_leader(self) -> bool:
-        """Whether this client currently leads (runs maintenance and periodic jobs)."""
-        return self._leadership.is_leader
 
     async def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
         """Wait until ``is_leader == value``; False if ``timeout`` (seconds, trio's clock) passed first."""
@@ -381,13 +288,10 @@ class Client:
             return True
         return False
 
-    def stats(self) -> ClientStats:
-        return ClientStats(running=len(self._runs), timed_out=self._stats.timed_out)
-
     async def _ensure_db(self) -> AsyncDatabase:
         async with self._open_lock:
             if self._db is None:
-                if self._state == "stopped":
+                if self._lifecycle.state is ClientState.STOPPED:
                     raise RiverError("the client is stopped")
                 self._db, self._owns_db = await _open_database(self._database_arg, self._schema_arg)
                 self._leadership._db = self._db
@@ -395,7 +299,7 @@ class Client:
 
     async def aclose(self) -> None:
         """Close a database the client opened itself (for insert-only use without ``run``)."""
-        if self._state in ("new", "stopped"):
+        if self._lifecycle.state in (ClientState.NEW, ClientState.STOPPED):
             await self._close_owned_db()
 
     async def _close_owned_db(self) -> None:
@@ -443,12 +347,6 @@ class Client:
         self._poke(plan.available_queues)
         return list(results[0])
 
-    def _poke(self, queues: Iterable[str]) -> None:
-        for queue in queues:
-            runner = self._producers.get(queue)
-            if runner is not None and self._state == "started":
-                runner.post(TriggerFetch())
-
     # ---------------------------------------------------------------- events
 
     def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
@@ -457,16 +355,7 @@ class Client:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def configure(
-        self,
-        *,
-        queues: Mapping[str, QueueConfig] | None = None,
-        tag_filter: TagFilter | None = None,
-    ) -> None:
-        """Change the queues this client works, or its claim tag filter, before it runs (no I/O)."""
-        if self._state != "new":
-            raise RiverError(f"client can only be configured before it starts; it is {self._state}")
-        self._core.reconfigure(queues=queues, tag_filter=tag_filter)
+    def _reconfigured(self) -> None:
         # Queues added before start() wait in _pending_producers; a reconfigure replaces the set.
         self._pending_producers = {n: p for n, p in self._pending_producers.items() if n in self._core.queues}
 
@@ -493,9 +382,9 @@ class Client:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the client until it is stopped; ``await nursery.start(client.run)`` returns once it works."""
-        if self._state != "new":
-            raise RiverError(f"client cannot start: it is {self._state}")
-        self._state = "starting"
+        if self._lifecycle.state is not ClientState.NEW:
+            raise RiverError(f"client cannot start: it is {self._lifecycle.state}")
+        self._lifecycle.advance(ClientState.STARTING)
         try:
             await self._ensure_db()
             async with trio.open_nursery() as outer:
@@ -517,7 +406,7 @@ class Client:
                 raise group.exceptions[0] from None
             raise
         finally:
-            self._state = "stopped"
+            self._lifecycle.end()
             self._events.close_all()
             await self._close_owned_db()
             self._finished.set()
@@ -533,7 +422,8 @@ class Client:
                     self._nursery = nursery
                     if self._core.works_jobs:
                         await self._start_runtime(nursery)
-                    self._state = "started"
+                    if self._lifecycle.state is ClientState.STARTING:  # else a stop came first
+                        self._lifecycle.advance(ClientState.STARTED)
                     task_status.started()
                     await trio.sleep_forever()
         finally:
@@ -589,13 +479,17 @@ class Client:
         """
         await self._stop(hard=True, escalate_after=None)
 
-    async def wait(self) -> None:
-        """Wait until the client has stopped."""
-        await self._stopped.wait()
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the client has stopped; False if ``timeout`` (seconds, trio's clock) passed first."""
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            await self._stopped.wait()
+        # Not "returned inside the block": a set Event's wait still checkpoints, so a 0 s
+        # deadline would report a stopped client as still running.
+        return self._stopped.is_set()
 
     async def _stop(self, *, hard: bool, escalate_after: float | None) -> None:
-        if self._state == "new":
-            self._state = "stopped"
+        if self._lifecycle.state is ClientState.NEW:
+            self._lifecycle.advance(ClientState.STOPPED)
             await self._close_owned_db()
             self._finished.set()
             self._stopped.set()
@@ -614,7 +508,7 @@ class Client:
         if hard:
             self._hard_stop = True
             self._cancel_all(CancelCause.STOP)
-        self._state = "stopping"
+        self._lifecycle.advance(ClientState.STOPPING)
         try:
             if self._core.works_jobs and self._completer is not None:
                 for runner in self._producers.values():
@@ -641,63 +535,22 @@ class Client:
             return True
         return False
 
-    def _cancel_all(self, cause: CancelCause) -> None:
-        for run in list(self._runs.values()):
-            run.token.cancel(cause)
-
-    # ---------------------------------------------------------------- machine outputs
-
-    def _on_notification(self, topic: str, payload: str) -> None:
-        for queue, event in self._core.route_notification(topic, payload):
-            self._post_to_producer(queue, event)
-
-    async def _deliver_control(self, payload: str) -> None:
-        """Hand this client's own control message to its producers; return once each applied it."""
-        waiting: list[tuple[MachineRunner, trio.Event]] = []
-        for queue, event in self._core.route_own_control(payload, trio.Event):
-            runner = self._producers.get(queue)
-            if runner is None:
-                continue
-            # Queued behind any Start not yet handled, so no producer sees it before starting.
-            runner.post(event)
-            if runner.started:
-                waiting.append((runner, event.ack))
-        for runner, ack in waiting:
+    async def _deliver_control(self, payload: str, *, in_caller_tx: bool) -> None:
+        """Hand this client's own control message to its producers where ``deliver_control_locally``
+        says so; return once each running one applied it (a pause then holds when pause() returns)."""
+        if not deliver_control_locally(payload, in_caller_tx=in_caller_tx,
+                                       listening=self._core.config.notifications):
+            return
+        for runner, ack in self._post_own_control(payload, trio.Event):
             # A runner that ended meanwhile will never answer; nothing of it fetches either.
             await _first_set(ack, runner.done)
-
-    def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
-        runner = self._producers.get(queue)
-        if runner is None:
-            return
-        if accepts_triggers(runner):
-            runner.post(event)
-
-    def _producer_hook(self, queue: str) -> Callable[[Any], None]:
-        return lambda out: self._on_producer_output(queue, out)
-
-    def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
-        for job in out.start_jobs:
-            self._start_job(queue, job)
-        for job_id in out.cancel_job_ids:
-            run = self._runs.get(job_id)
-            if run is not None:
-                run.token.cancel(CancelCause.REMOTE_CANCEL)
-        report_producer_output(queue, out, self._events.publish, log)
-        if out.stopped:
-            self._producers[queue].finish()
-
-    def _on_completer_output(self, out: CompleterOutput) -> None:
-        report_completer_output(out, self._events.publish, log)
-        if out.stopped and self._completer is not None:
-            self._completer.finish()
 
     # ---------------------------------------------------------------- running jobs
 
     def _start_job(self, queue: str, job: Any) -> None:
         plan = self._core.plan_job(job)
-        run = _Run(queue, plan, CancellationToken(), utcnow())
-        self._runs[job.id] = run
+        run = JobRun(queue, plan, CancellationToken(), utcnow())
+        self._runs.add(run)
         if self._runs_empty.is_set():
             self._runs_empty = trio.Event()
         if plan.immediate is not None:
@@ -716,11 +569,11 @@ class Client:
             async def call(ctx: WorkContext, args: Any) -> Any:
                 return await _maybe_await(worker.call(ctx, args))
 
-            chain = self._wrap(call)
+            chain = self._with_middleware(call)
         self._chains[id(worker)] = (worker, chain)
         return chain
 
-    def _call_chain(self, run: _Run) -> CallNext:
+    def _call_chain(self, run: JobRun) -> CallNext:
         worker = run.plan.worker
         assert worker is not None
         chain = self._async_chain(worker)
@@ -728,48 +581,47 @@ class Client:
             return chain
 
         async def call(ctx: WorkContext, args: Any) -> Any:
-            result = await self._in_thread(run, lambda: worker.call(ctx, args))
+            result = await self._in_thread(lambda: worker.call(ctx, args))
             return await _maybe_await(result)
 
-        return self._wrap(call)
+        return self._with_middleware(call)
 
-    def _wrap(self, call: CallNext) -> CallNext:
-        for mw in reversed(self._middleware):
-            call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
-        return call
-
-    def _watch_timeout(self, run: _Run) -> None:
-        """Set the run's token at its timeout (``_unwatch`` once the run ends).
+    def _watch_timeout(self, run: JobRun) -> None:
+        """Set the run's token at its timeout, then watch for it being stuck (``river_db.job_runs``);
+        ``_unwatch`` once the run ends. Both moments sit in the client's ``_Deadlines`` buckets.
 
         The token, not a deadline on the run's scope, so an async worker sees
         ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as a sync worker does.
+        A sync worker's thread can't be interrupted: it keeps its slot until it
+        returns, and the stuck check is what reports it.
         """
         timeout = run.plan.timeout
         if timeout is not None:
             run.deadline_slot = self._deadlines.add(
                 run, trio.current_time() + timeout.total_seconds(), self._on_timeout)
 
-    def _unwatch(self, run: _Run) -> None:
+    def _unwatch(self, run: JobRun) -> None:
         if run.deadline_slot is not None:
             self._deadlines.drop(run, run.deadline_slot)
             run.deadline_slot = None
 
-    def _on_timeout(self, run: _Run) -> None:
+    def _on_timeout(self, run: JobRun) -> None:
         run.deadline_slot = None
-        if run.token.cancel(CancelCause.TIMEOUT):
-            self._stats.timed_out += 1
-            log.warning("river: job %d (%s) exceeded its timeout of %s; it was cancelled",
-                        run.plan.job.id, run.plan.job.kind, run.plan.timeout)
+        timeout = run.plan.timeout
+        if self._runs.timeout_reached(run) and timeout is not None:
+            # The timeout fired about start + timeout: stuck after the rest of stuck_after.
+            later = (self._core.stuck_after(timeout) - timeout).total_seconds()
+            run.deadline_slot = self._deadlines.add(run, trio.current_time() + later, self._on_stuck)
 
-    async def _in_thread(self, run: _Run, fn: Callable[[], Any]) -> Any:
-        """A sync worker: its thread can't be interrupted, so the timeout only sets its token."""
-        self._watch_timeout(run)
-        try:
-            return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
-        finally:
-            self._unwatch(run)
+    def _on_stuck(self, run: JobRun) -> None:
+        run.deadline_slot = None
+        self._runs.stuck_reached(run)
 
-    async def _work(self, run: _Run) -> None:
+    async def _in_thread(self, fn: Callable[[], Any]) -> Any:
+        """A sync worker: its thread can't be interrupted, so the timer only sets its token."""
+        return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
+
+    async def _work(self, run: JobRun) -> None:
         worker = run.plan.worker
         assert worker is not None
         ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
@@ -778,13 +630,13 @@ class Client:
         error: BaseException | None = None
         trace = ""
         scope = trio.CancelScope()
-        if self._async_chain(worker) is not None:
-            self._watch_timeout(run)
+        if is_async_worker(worker):
             run.token.scope = scope
             if run.token.cause is not None:
                 scope.cancel()
         if self._hard_stop:
             run.token.cancel(CancelCause.STOP)
+        self._watch_timeout(run)
         try:
             with scope:
                 result = await self._call_chain(run)(ctx, run.plan.args)
@@ -793,10 +645,6 @@ class Client:
         finally:
             self._unwatch(run)
         if scope.cancelled_caught:
-            if run.token.cause is None and run.token.cancel(CancelCause.TIMEOUT):
-                self._stats.timed_out += 1
-                log.warning("river: job %d (%s) exceeded its timeout of %s; it was cancelled",
-                            run.plan.job.id, run.plan.job.kind, run.plan.timeout)
             cause = run.token.cause
             assert cause is not None
             result, error, trace = None, WorkCancelled(cause), ""
@@ -811,32 +659,18 @@ class Client:
                 log.exception("river: error handler failed for job %d", run.plan.job.id)
         self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
 
-    def _finish_run(
-        self, run: _Run, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
-    ) -> None:
-        finish = self._core.finish_job(
-            run.plan, outcome, now=utcnow(), started_at=run.started_at, cancel_cause=run.token.cause,
-            error_handler_cancel=handler_cancel, metadata_updates=metadata,
-        )
-        # Slot first: once the completer commits, a claim may return this job again (see runner).
-        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
-        if self._completer is not None:
-            self._completer.post(Submit(finish.update, finish.reason, context=run))
-        self._forget(run)
-
-    def _forget(self, run: _Run) -> None:
-        if self._runs.get(run.plan.job.id) is run:
-            del self._runs[run.plan.job.id]
+    def _forget(self, run: JobRun) -> None:
+        self._runs.forget(run)
         if not self._runs:
             self._runs_empty.set()
 
     # ---------------------------------------------------------------- runtime queues (client.queues)
 
     def _add_queue(self, name: str, config: QueueConfig) -> None:
-        if self._state in ("stopping", "stopped"):
-            raise RiverError(f"cannot add queue {name!r}: the client is {self._state}")
+        if self._lifecycle.ending:
+            raise RiverError(f"cannot add queue {name!r}: the client is {self._lifecycle.state}")
         producer = self._core.add_queue(name, config)
-        if self._state != "started" or self._nursery is None:
+        if not self._lifecycle.running or self._nursery is None:
             self._pending_producers[name] = producer  # run() starts it with the others
             return
         runner = self._producer_runner(name, producer)
@@ -848,15 +682,12 @@ class Client:
             self._core.remove_queue(name)  # raises the not-added error
         self._pending_producers.pop(name, None)
         runner = self._producers.get(name)
-        if runner is not None and self._state == "started" and runner.started:
+        if runner is not None and self._lifecycle.running and runner.started:
             runner.post(Stop())
             with trio.move_on_after(math.inf if timeout is None else timeout):
                 await runner.done.wait()
             if not runner.done.is_set():
-                raise TimeoutError(
-                    f"queue {name!r} is stopping but still has running jobs after {timeout}s; "
-                    "call remove again to wait for them"
-                )
+                raise queue_still_busy(name, timeout)
             runner.finish()
         self._core.remove_queue(name)
         self._producers.pop(name, None)

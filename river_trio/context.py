@@ -23,16 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from river_db.resumable import UNSET, ResumableSteps, Step, positional_count
+from river_db.resumable import UNSET, Step, positional_count
+from river_db.work_context import WorkContextBase
 from river_protocol.intents import SetStateIfRunning
 from river_protocol.job import JobRow
-from river_protocol.outcomes import record_output
 from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
 from river_trio.runner import utcnow
 
 if TYPE_CHECKING:
     from river_trio.client import Client
-
 
 
 class CancellationToken:
@@ -106,7 +105,7 @@ class AsyncStep(Step):
             return result
 
 
-class WorkContext(ResumableSteps):
+class WorkContext(WorkContextBase):
     """Per-run context: the job row, decoded args, the client and the cancellation token.
 
     Resumable steps: ``step`` (an ``AsyncStep``, also usable with ``with`` and as
@@ -114,31 +113,11 @@ class WorkContext(ResumableSteps):
     ``checkpoint(tx)``.
     """
 
-    def __init__(self, job: JobRow, args: Any, client: Client, token: CancellationToken) -> None:
-        self.job = job
-        self.args = args
-        self.client = client
-        self.token = token
-        self.metadata_updates: dict[str, Any] = {}
-        self.completed_in_tx = False
-
-    @property
-    def cancelled(self) -> bool:
-        return self.token.is_set()
-
-    @property
-    def cancel_cause(self) -> CancelCause | None:
-        return self.token.cause
-
-    def raise_if_cancelled(self) -> None:
-        self.token.raise_if_cancelled()
+    client: Client
+    token: CancellationToken
 
     def step(self, name: str) -> AsyncStep:
         return AsyncStep(self, name)
-
-    def record_output(self, value: Any) -> None:
-        """Store ``value`` (JSON-encodable, ≤ 32 MB encoded) as the job's ``metadata.output``."""
-        self.metadata_updates.update(record_output(value))
 
     async def complete_in(self, tx: Any) -> JobRow | None:
         """Mark this job completed inside the caller's transaction ``tx`` (docs/protocol.md §7.5).

@@ -36,10 +36,12 @@ from river_db.connect import (
     DEFAULT_POOL_SIZE,
     DEFAULT_SQLITE_READERS,
     NO_LISTEN_ON_SQLITE,
+    borrow_engine_connection,
     check_pool_size,
     connect_dedicated,
     dialect_for,
     engine_connect_args,
+    engine_pool_size,
     open_pg,
     pg_idle_usable,
     pg_in_transaction,
@@ -47,10 +49,12 @@ from river_db.connect import (
     pg_restore,
     pg_to_autocommit,
     pool_connect_args,
+    return_engine_connection,
     sqlalchemy_kind,
+    wait_timed_out,
     with_utc_session,
 )
-from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset, sqlite_to_explicit
+from river_db.sqlite import open_sqlite, sqlite_reader_count, sqlite_reset
 from river_db.unavailable import unavailable_as_typed
 from river_db.urls import parse_database_url
 from river_protocol.dialects.base import Dialect
@@ -117,7 +121,7 @@ async def _slot(limiter: trio.CapacityLimiter, timeout: float | None, what: str)
     with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
         await limiter.acquire_on_behalf_of(borrower)
     if scope.cancelled_caught:
-        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        raise wait_timed_out(timeout, what)
     try:
         yield
     finally:
@@ -374,49 +378,9 @@ class _SQLAlchemyBackend:
         self.engine = engine
         self.kind = kind
         self.timeout = timeout
-        size = DEFAULT_POOL_SIZE
-        size_of = getattr(engine.pool, "size", None)
-        if callable(size_of):
-            # QueuePool: its size plus the overflow it may open (-1, unlimited, adds none).
-            size = int(size_of()) + max(0, int(getattr(engine.pool, "_max_overflow", 0)))
-        self.limiter = trio.CapacityLimiter(max(1, size))
+        self.limiter = trio.CapacityLimiter(engine_pool_size(engine))
         # Same single-writer reasoning as for SQLite paths, across the engine's connections.
         self._sqlite_writer = trio.Lock() if kind == "sqlite" else None
-
-    def _borrow(self) -> tuple[Any, Any, Any]:
-        proxy = self.engine.raw_connection()
-        try:
-            conn: Any = proxy.driver_connection
-            if self.kind == "postgres":
-                previous: Any = pg_to_autocommit(conn)
-            else:
-                previous = sqlite_to_explicit(conn)
-        except BaseException:
-            proxy.close()
-            raise
-        return proxy, conn, previous
-
-    def _return(self, proxy: Any, lease: Lease, previous: Any) -> None:
-        conn = lease.conn
-        try:
-            broken = lease.discard
-            if self.kind == "postgres":
-                if not broken:
-                    try:
-                        pg_restore(conn, previous)
-                        broken = pg_is_broken(conn)
-                    except Exception:
-                        log.warning("invalidating a connection that could not be reset", exc_info=True)
-                        broken = True
-            elif not broken:
-                if sqlite_reset(conn):
-                    conn.isolation_level = previous
-                else:
-                    broken = True
-            if broken:
-                proxy.invalidate()
-        finally:
-            proxy.close()
 
     @asynccontextmanager
     async def acquire(self, readonly: bool) -> AsyncIterator[Lease]:
@@ -430,13 +394,15 @@ class _SQLAlchemyBackend:
     @asynccontextmanager
     async def _borrow_async(self) -> AsyncIterator[Lease]:
         async with _slot(self.limiter, self.timeout, "a connection from the SQLAlchemy engine"):
-            proxy, conn, previous = await run_blocking(self._borrow)
+            engine, kind = self.engine, self.kind
+            proxy, conn, previous = await run_blocking(lambda: borrow_engine_connection(engine, kind))
             lease = Lease(conn)
             try:
                 yield lease
             finally:
                 with trio.CancelScope(shield=True):
-                    await run_blocking(lambda: self._return(proxy, lease, previous))
+                    await run_blocking(lambda: return_engine_connection(
+                        proxy, conn, self.kind, previous, discard=lease.discard))
 
     async def connect_dedicated(self) -> Any:
         conninfo, params = engine_connect_args(self.engine, self.kind)

@@ -7,19 +7,20 @@ drops new events and counts them in ``dropped``. The event type is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import trio
 
-from river_db.events import Event
+from river_db.events import Event, SubscriptionTimeoutError
 from river_protocol.client_core import EventKind, parse_event_kinds
 from river_protocol.errors import ValidationError
 
-__all__ = ["Event", "EventHub", "Subscription"]
+__all__ = ["Event", "EventHub", "Subscription", "SubscriptionTimeoutError"]
 
 
 class Subscription:
-    """``async for event in sub``, or ``await sub.get()``; ``close()`` ends iteration once drained.
+    """``async for event in sub``, or ``await sub.get(timeout)``; ``close()`` ends iteration once drained.
 
     Also a (sync or async) context manager that closes it.
     """
@@ -39,17 +40,34 @@ class Subscription:
         except trio.WouldBlock:
             self.dropped += 1
 
-    async def get(self) -> Event:
-        """The next event; ``EOFError`` once closed and drained."""
+    async def get(self, timeout: float | None = None) -> Event:
+        """The next event, waiting up to ``timeout`` seconds on trio's clock (None: for ever).
+
+        Raises ``SubscriptionTimeoutError`` when none came in time and ``EOFError``
+        once closed and drained, as ``river_sync.Subscription.get`` does.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
         try:
-            return await self._receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise EOFError("subscription closed") from None
+            event = self.get_nowait()
+        except SubscriptionTimeoutError:
+            pass
+        else:
+            # Taken already: a cancel here would lose it, so this checkpoint cannot be cancelled.
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return event
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            try:
+                return await self._receive.receive()
+            except (trio.EndOfChannel, trio.ClosedResourceError):
+                raise EOFError("subscription closed") from None
+        raise SubscriptionTimeoutError(f"no event within {timeout} s")
 
     def get_nowait(self) -> Event:
-        """The next event if one is queued (``trio.WouldBlock`` otherwise); ``EOFError`` once drained."""
+        """``get(timeout=0)`` without waiting: a queued event or ``SubscriptionTimeoutError`` at once."""
         try:
             return self._receive.receive_nowait()
+        except trio.WouldBlock:
+            raise SubscriptionTimeoutError("no event queued") from None
         except (trio.EndOfChannel, trio.ClosedResourceError):
             raise EOFError("subscription closed") from None
 

@@ -26,8 +26,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import math
-import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
@@ -37,6 +35,7 @@ import trio
 
 import river_sync
 import river_trio
+from river_protocol.lifecycle import ClientState
 from river_protocol.workers import Workers
 from river_sync.events import Event
 
@@ -370,20 +369,11 @@ class TrioSubscription:
         return self._sub.closed
 
     def get(self, timeout: float | None = None) -> Event:
-        """The next event; ``queue.Empty`` on timeout, ``EOFError`` once closed and drained."""
-        sub = self._sub
+        result: Event = self._harness.run(self._sub.get, timeout)
+        return result
 
-        async def get() -> Event:
-            if timeout == 0:
-                try:
-                    return sub.get_nowait()
-                except trio.WouldBlock:
-                    raise queue.Empty from None
-            with trio.move_on_after(math.inf if timeout is None else timeout):
-                return await sub.get()
-            raise queue.Empty
-
-        result: Event = self._harness.run(get)
+    def get_nowait(self) -> Event:
+        result: Event = self._harness.run(self._sub.get_nowait)
         return result
 
     def __iter__(self) -> Iterator[Event]:
@@ -419,6 +409,14 @@ class TrioClient:
     def is_leader(self) -> bool:
         return self.raw.is_leader
 
+    @property
+    def state(self) -> ClientState:
+        return self.raw.state
+
+    @property
+    def dialect_name(self) -> str:
+        return self.raw.dialect_name
+
     def stats(self) -> Any:
         return self._harness.run(self.raw.stats)
 
@@ -444,17 +442,7 @@ class TrioClient:
         self._harness.run(self.raw.stop_and_cancel)
 
     def wait(self, timeout: float | None = None) -> bool:
-        raw = self.raw
-
-        async def wait() -> bool:
-            if raw._stopped.is_set():  # a set Event's wait still checkpoints: a 0 s deadline would fire
-                return True
-            with trio.move_on_after(math.inf if timeout is None else timeout):
-                await raw.wait()
-                return True
-            return False
-
-        result: bool = self._harness.run(wait)
+        result: bool = self._harness.run(self.raw.wait, timeout)
         return result
 
     def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
@@ -462,7 +450,7 @@ class TrioClient:
         return result
 
     def __enter__(self) -> TrioClient:
-        if self.raw._state == "new":
+        if self.raw.state is ClientState.NEW:
             self.start()
         return self
 

@@ -300,6 +300,21 @@ def test_from_sqlalchemy_engine_postgres(pg_url: str) -> None:
         engine.dispose()
 
 
+def test_from_sqlalchemy_engine_timeout_bounds_the_wait_for_a_connection(pg_url: str) -> None:
+    # Mirrors river_trio's AsyncDatabase.from_sqlalchemy_engine(timeout=): at most the pool's
+    # size are lent at once, and a borrower past that waits `timeout` seconds, then fails.
+    engine = sa.create_engine(_sa_url(pg_url), pool_size=1, max_overflow=0)
+    try:
+        db = Database.from_sqlalchemy_engine(engine, timeout=0.2)
+        with db.executor(), pytest.raises(TimeoutError, match="a connection from the SQLAlchemy engine"), \
+                db.executor():
+            pass
+        with db.executor() as ex:  # the slot came back with the connection
+            assert ex.conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        engine.dispose()
+
+
 def test_from_sqlalchemy_engine_rejects_other_drivers() -> None:
     # Stand-ins for engines of drivers not installed here; only name/driver are read.
     def engine(name: str, driver: str) -> Any:

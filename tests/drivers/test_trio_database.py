@@ -545,6 +545,26 @@ def test_from_pool_restores_mode(migrated_pg: str) -> None:
         pool.close()
 
 
+@pytest.mark.postgres
+def test_from_sqlalchemy_engine_timeout_bounds_the_wait_for_a_connection(migrated_pg: str) -> None:
+    engine = sa.create_engine(migrated_pg.replace("postgresql://", "postgresql+psycopg://"),
+                              pool_size=1, max_overflow=0)
+
+    async def main() -> None:
+        db = AsyncDatabase.from_sqlalchemy_engine(engine, timeout=0.2)
+        async with db.executor():
+            with pytest.raises(TimeoutError, match="a connection from the SQLAlchemy engine"):
+                async with db.executor():
+                    pass
+        async with db.executor() as ex:
+            assert await ex.execute(Statement("SELECT 1")) == [(1,)]
+
+    try:
+        trio.run(main)
+    finally:
+        engine.dispose()
+
+
 @pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
 def test_from_sqlalchemy_engine(kind: str, request: pytest.FixtureRequest) -> None:
     if kind == "postgres":

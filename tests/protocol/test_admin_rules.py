@@ -167,3 +167,46 @@ def test_metadata_changed_payload_is_valid_json() -> None:
     _, notify = update_queue_intents("q", json.dumps({"k": [1, 2]}))
     assert isinstance(notify, Notify)
     assert json.loads(notify.payloads[0])["metadata"] == {"k": [1, 2]}
+
+
+# ---------------------------------------------------------------- helpers both drivers' admin APIs share
+
+
+def test_control_payloads_are_the_notify_payloads_in_order() -> None:
+    from river_protocol.admin import control_payloads, pause_intents, update_queue_intents
+
+    intents = (*pause_intents("q1", pause=True), *update_queue_intents("q2", {"a": 1}))
+    payloads = control_payloads(intents)
+    assert [parse_control(p).action for p in payloads] == ["pause", "metadata_changed"]
+    assert control_payloads(update_queue_intents("q2")) == ()
+
+
+def test_delete_refusal_names_a_running_job() -> None:
+    from river_protocol.admin import JobRunningError, delete_refusal
+
+    running = delete_refusal(ValidationError("job 3 is running and cannot be deleted"))
+    assert type(running) is JobRunningError and "job 3 is running" in str(running)
+    other = ValidationError("something else")
+    assert delete_refusal(other) is other
+    already = JobRunningError("running")
+    assert delete_refusal(already) is already
+
+
+def test_list_queues_intent_checks_its_limit() -> None:
+    from river_protocol.admin import list_queues_intent
+    from river_protocol.intents import ListQueues
+
+    assert list_queues_intent(5, "b") == ListQueues(limit=5, after_name="b")
+    for bad in (0, 10_001):
+        with pytest.raises(ValidationError, match="limit must be from 1 to 10000"):
+            list_queues_intent(bad, None)
+
+
+def test_found_queue_raises_for_a_missing_one() -> None:
+    from river_protocol.admin import found_queue
+    from river_protocol.errors import QueueNotFoundError
+
+    row = object()
+    assert found_queue("q", row) is row  # type: ignore[arg-type]
+    with pytest.raises(QueueNotFoundError, match="queue 'q' not found"):
+        found_queue("q", None)

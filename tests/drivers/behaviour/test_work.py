@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -13,7 +15,9 @@ from harness import WAIT, Harness  # type: ignore[import-not-found]
 from test_client_support import Gate, Other, Task, raw_first_error  # type: ignore[import-not-found]
 
 from behaviour.support import fast_client, row, wait_for
+from river_db.client_support import ClientStats
 from river_protocol.args import arg_field
+from river_protocol.client_core import ClientCore
 from river_protocol.errors import JobNotFoundError
 from river_protocol.golang.gotime import parse_time
 from river_protocol.intents import CancelJob, Notify
@@ -30,6 +34,7 @@ from river_sync import (
     JobDiscard,
     JobSnooze,
     JobState,
+    QueueConfig,
     UniqueOpts,
 )
 
@@ -327,6 +332,46 @@ def test_job_timeout_interrupts_the_worker(h: Harness, client_db_url: str) -> No
     assert stored.errors[0].error == "context deadline exceeded"
     assert causes == [CancelCause.TIMEOUT]
     assert client.stats().timed_out == 1
+
+
+def test_a_thread_worker_ignoring_its_timeout_is_counted_stuck_and_keeps_its_slot(
+    h: Harness, client_db_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Go's 10 s threshold made short: the rule lives in ClientCore, which both drivers consult.
+    monkeypatch.setattr(ClientCore, "stuck_after", lambda self, timeout: timeout + timedelta(seconds=0.1))
+    release = threading.Event()
+    started: list[str] = []
+
+    def stubborn(args: Task) -> None:  # runs in a thread on both drivers and never looks at its token
+        started.append(args.name)
+        if args.name == "first":
+            assert release.wait(WAIT)
+
+    workers = h.workers(stubborn, Task, threaded=True, timeout=timedelta(milliseconds=50))
+    one_slot = QueueConfig(max_workers=1, fetch_cooldown=timedelta(milliseconds=5),
+                           fetch_poll_interval=timedelta(milliseconds=20))
+    client = fast_client(h, client_db_url, workers, queues={"default": one_slot})
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with caplog.at_level(logging.WARNING), client:
+        first = client.insert(Task("first"))
+        deadline = time.monotonic() + WAIT
+        while client.stats().stuck_now == 0:
+            assert time.monotonic() < deadline, client.stats()
+            time.sleep(0.01)
+        second = client.insert(Task("second"))
+        # The insert pokes the producer at once: had the stuck run given its slot back, the
+        # second job would start within a few fetch cooldowns. Nothing to wait on but time.
+        time.sleep(0.2)
+        assert started == ["first"]
+        assert client.stats() == ClientStats(running=1, timed_out=1, stuck=1, stuck_now=1)
+        release.set()
+        # Returning normally completes it, late or not (as a Go worker returning nil does).
+        assert wait_for(sub, first.job.id).kind is EventKind.JOB_COMPLETED
+        assert wait_for(sub, second.job.id).kind is EventKind.JOB_COMPLETED
+        assert client.stats().stuck_now == 0 and client.stats().stuck == 1
+    warnings = [r.getMessage() for r in caplog.records if f"job {first.job.id} " in r.getMessage()]
+    assert len(warnings) == 2
+    assert "exceeded its timeout" in warnings[0] and "is stuck" in warnings[1]
 
 
 def test_remote_cancel_of_a_running_job(h: Harness, client_db_url: str) -> None:

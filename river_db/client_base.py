@@ -1,0 +1,288 @@
+"""What ``river_sync.Client`` and ``river_trio.Client`` do alike, written once.
+
+The constructor (one signature for both), the properties, configuration before
+start, the routing of notifications and machine outputs, the hand-off of a
+finished run and the middleware chain: none of it waits. A driver subclasses
+``ClientBase`` and supplies how it waits: the database it binds, its runners,
+its locks (``_guard``: the sync client's lock; nothing under trio, where one
+thread runs the client), its job runs and its stop.
+
+Driver hooks: ``_bind_database``, ``_unbind_database``, ``_make_leadership``,
+``_init_driver``, ``_start_job``, ``_forget``, ``_reconfigured``; the class
+attributes ``_log``, ``_clock``, ``_outermost`` (the resumable-steps middleware).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+from river_db.client_support import (
+    ClientStats,
+    accepts_triggers,
+    election_config,
+    report_completer_output,
+    report_producer_output,
+)
+from river_db.job_runs import JobRun, RunTable
+from river_db.periodic_jobs import PeriodicJobs
+from river_protocol.claim_filters import TagFilter
+from river_protocol.client_core import (
+    ClientConfig,
+    ClientCore,
+    LeaderElectionConfig,
+    MaintenanceConfig,
+    QueueConfig,
+    default_client_id,
+)
+from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
+from river_protocol.errors import RiverError
+from river_protocol.leadership import PeriodicJob
+from river_protocol.lifecycle import ClientState, Lifecycle
+from river_protocol.machines.base import Event as MachineEvent
+from river_protocol.machines.completer import CompleterOutput, Submit
+from river_protocol.machines.producer import JobFinished, ProducerOutput, TriggerFetch
+from river_protocol.outcomes import Outcome
+from river_protocol.retry import RetryPolicy
+from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
+from river_protocol.work import CancelCause
+from river_protocol.workers import Workers
+
+
+class ClientBase:
+    """The shared half of a River client; see the driver's ``Client`` for how it runs."""
+
+    _log: ClassVar[logging.Logger]
+    _clock: ClassVar[Callable[[], datetime]]  # the driver's "now" (trio's follows its clock)
+    _outermost: ClassVar[Callable[..., Any]]  # resumable steps: around every other middleware
+
+    _leadership: Any
+    _events: Any
+    _producers: dict[str, Any]
+    _completer: Any
+
+    def __init__(
+        self,
+        database: Any,
+        *,
+        queues: dict[str, QueueConfig] | None = None,
+        workers: Workers | None = None,
+        client_id: str | None = None,
+        job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
+        soft_stop_timeout: timedelta | None = None,
+        leader_election: bool | LeaderElectionConfig = True,
+        fetch_only_known_kinds: bool = False,
+        periodic_jobs: Sequence[PeriodicJob] = (),
+        maintenance: MaintenanceConfig | None = None,
+        error_handler: Callable[[Any, BaseException], Any] | None = None,
+        middleware: Sequence[Callable[..., Any]] = (),
+        insert_middleware: Sequence[Callable[..., Any]] = (),
+        notifications: bool = True,
+        retry_policy: RetryPolicy | None = None,
+        schema: str | None = None,
+        max_attempts: int = MAX_ATTEMPTS_DEFAULT,
+        fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT,
+        skip_unknown_job_check: bool = False,
+        tag_filter: TagFilter | None = None,
+        group_commit: bool = True,
+        unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
+    ) -> None:
+        dialect = self._bind_database(database, schema)
+        try:
+            config = ClientConfig(
+                client_id=client_id or default_client_id(socket.gethostname(), datetime.now(UTC)),
+                dialect=dialect,
+                queues=dict(queues or {}),
+                job_timeout=job_timeout,
+                max_attempts=max_attempts,
+                fetch_cooldown=fetch_cooldown,
+                notifications=notifications,
+                retry_policy=retry_policy,
+                skip_unknown_job_check=skip_unknown_job_check,
+                fetch_only_known_kinds=fetch_only_known_kinds,
+                tag_filter=tag_filter,
+                group_commit=group_commit,
+                unique_key_rules=parse_unique_key_rules(unique_key_rules),
+                maintenance=maintenance or MaintenanceConfig(),
+                leader_election=election_config(leader_election),
+            )
+            self._rng = random.Random()
+            self._core = ClientCore(config, workers, self._rng)
+            self._leadership = self._make_leadership(periodic_jobs)
+        except BaseException:
+            self._unbind_database()
+            raise
+        self.soft_stop_timeout = soft_stop_timeout
+        self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs
+        self._error_handler = error_handler
+        self._middleware: tuple[Callable[..., Any], ...] = (type(self)._outermost, *middleware)
+        self._insert_middleware: tuple[Callable[..., Any], ...] = tuple(insert_middleware)
+        # Held around every use of the core and the run table; a no-op where one thread runs it all.
+        self._guard: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        self._runs = RunTable(self._log)
+        self._producers = {}
+        self._completer = None
+        self._lifecycle = Lifecycle()
+        self._hard_stop = False
+        self._init_driver()
+
+    # ---------------------------------------------------------------- driver hooks
+
+    def _bind_database(self, database: Any, schema: str | None) -> str:
+        """Take the ``database`` argument; return its dialect name."""
+        raise NotImplementedError
+
+    def _unbind_database(self) -> None:
+        """Undo ``_bind_database`` after a constructor error."""
+
+    def _make_leadership(self, periodic_jobs: Sequence[PeriodicJob]) -> Any:
+        raise NotImplementedError
+
+    def _init_driver(self) -> None:
+        """The driver's own state: APIs, event hub, runners, locks."""
+
+    def _start_job(self, queue: str, job: Any) -> None:
+        raise NotImplementedError
+
+    def _forget(self, run: JobRun) -> None:
+        raise NotImplementedError
+
+    def _reconfigured(self) -> None:
+        """After ``configure()`` changed the core (under ``_guard``)."""
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def client_id(self) -> str:
+        return self._core.config.client_id
+
+    @property
+    def dialect_name(self) -> str:
+        """'postgres' or 'sqlite'."""
+        return self._core.config.dialect
+
+    @property
+    def state(self) -> ClientState:
+        """Where the client is in its lifecycle (``river_protocol.lifecycle``)."""
+        return self._lifecycle.state
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this client currently leads (runs maintenance and periodic jobs)."""
+        return bool(self._leadership.is_leader)
+
+    def stats(self) -> ClientStats:
+        """Runs in progress, and those that passed their timeout or got stuck (``river_db.job_runs``)."""
+        with self._guard:
+            return self._runs.stats()
+
+    def configure(
+        self,
+        *,
+        queues: Mapping[str, QueueConfig] | None = None,
+        tag_filter: TagFilter | None = None,
+    ) -> None:
+        """Change the queues this client works, or its claim tag filter, before it starts (no I/O)."""
+        with self._guard:
+            if self._lifecycle.state is not ClientState.NEW:
+                raise RiverError(f"a client can only be configured before it starts; it is {self.state}")
+            self._core.reconfigure(queues=queues, tag_filter=tag_filter)
+            self._reconfigured()
+
+    # ---------------------------------------------------------------- routing
+
+    def _poke(self, queues: Iterable[str]) -> None:
+        for queue in queues:
+            runner = self._producers.get(queue)
+            if runner is not None and self._lifecycle.running:
+                runner.post(TriggerFetch())
+
+    def _on_notification(self, topic: str, payload: str) -> None:
+        with self._guard:
+            routes = self._core.route_notification(topic, payload)
+        for queue, event in routes:
+            self._post_to_producer(queue, event)
+
+    def _post_to_producer(self, queue: str, event: MachineEvent) -> None:
+        runner = self._producers.get(queue)
+        if runner is not None and accepts_triggers(runner):
+            runner.post(event)
+
+    def _producer_hook(self, queue: str) -> Callable[[Any], None]:
+        return lambda out: self._on_producer_output(queue, out)
+
+    def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
+        for job in out.start_jobs:
+            self._start_job(queue, job)
+        if out.cancel_job_ids:
+            with self._guard:
+                runs = [r for r in map(self._runs.get, out.cancel_job_ids) if r is not None]
+            for run in runs:
+                run.token.cancel(CancelCause.REMOTE_CANCEL)
+        report_producer_output(queue, out, self._events.publish, self._log)
+        if out.stopped:
+            self._producers[queue].finish()
+
+    def _on_completer_output(self, out: CompleterOutput) -> None:
+        report_completer_output(out, self._events.publish, self._log)
+        if out.stopped and self._completer is not None:
+            self._completer.finish()
+
+    def _post_own_control(self, payload: str, new_ack: Callable[[], Any]) -> list[tuple[Any, Any]]:
+        """A control message this client sent (``client.jobs`` / ``client.queues``), posted to each
+        of its own producers it applies to with a fresh ack (``new_ack()``); returns the
+        (runner, ack) pairs of the started runners, whose acks the driver waits for (a runner not
+        started yet sees it after its Start and has not fetched)."""
+        with self._guard:
+            routes = self._core.route_own_control(payload, new_ack)
+        waiting: list[tuple[Any, Any]] = []
+        for queue, event in routes:
+            runner = self._producers.get(queue)
+            if runner is None:
+                continue
+            # Queued behind any Start not yet handled, so no producer sees it before starting.
+            runner.post(event)
+            if runner.started:
+                waiting.append((runner, event.ack))
+        return waiting
+
+    def _cancel_all(self, cause: CancelCause) -> None:
+        with self._guard:
+            runs = list(self._runs)
+        for run in runs:
+            run.token.cancel(cause)
+
+    # ---------------------------------------------------------------- runs
+
+    def _with_middleware(self, call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """``call`` wrapped in every middleware, the first listed outermost."""
+        for mw in reversed(self._middleware):
+            call = (lambda m, nxt: lambda ctx, args: m(ctx, args, nxt))(mw, call)
+        return call
+
+    def _finish_run(
+        self, run: JobRun, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
+    ) -> None:
+        with self._guard:
+            finish = self._core.finish_job(
+                run.plan, outcome, now=type(self)._clock(), started_at=run.started_at,
+                cancel_cause=run.token.cause, error_handler_cancel=handler_cancel, metadata_updates=metadata,
+            )
+        # Slot first: once the completer commits, a claim may return this job again (see runner).
+        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
+        if self._completer is not None:
+            self._completer.post(Submit(finish.update, finish.reason, context=run))
+        self._forget(run)
+
+
+def queue_still_busy(name: str, timeout: float | None) -> TimeoutError:
+    """``client.queues.remove`` gave up waiting for the queue's running jobs."""
+    return TimeoutError(
+        f"queue {name!r} is stopping but still has running jobs after {timeout}s; "
+        "call remove again to wait for them"
+    )

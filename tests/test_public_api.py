@@ -1,0 +1,72 @@
+"""What a new user reaches for first (issue 10.6): names both drivers export, the README's Client table."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+import river_sync
+import river_trio
+from river_db.migrator import Migrator
+from river_protocol.args import arg_field, json_name
+from river_protocol.retry import RetryPolicy
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+@pytest.mark.parametrize("driver", [river_sync, river_trio], ids=lambda m: m.__name__)
+def test_first_reach_names_import_from_either_driver(driver: Any) -> None:
+    # Plain `from river_sync import arg_field` used to fail: the README's first example needs it.
+    namespace: dict[str, Any] = {}
+    exec(f"from {driver.__name__} import arg_field, RetryPolicy, Migrator, SubscriptionTimeoutError",
+         namespace)
+    assert namespace["arg_field"] is arg_field
+    assert namespace["RetryPolicy"] is RetryPolicy
+    assert namespace["Migrator"] is Migrator
+    assert issubclass(namespace["SubscriptionTimeoutError"], TimeoutError)
+
+    @dataclasses.dataclass
+    class Args:
+        kind: ClassVar[str] = "first_reach"
+        customer: int = namespace["arg_field"](json="customer_id")
+
+    (field,) = dataclasses.fields(Args)
+    assert json_name(field) == "customer_id"
+
+    class Now:
+        def next_retry(self, job: Any, now: Any, rand: float) -> Any:
+            return now
+
+    assert isinstance(Now(), namespace["RetryPolicy"])
+
+
+def readme_client_table() -> list[tuple[str, str]]:
+    """(parameter, default) rows of the README's table under "The `Client` constructor"."""
+    text = README.read_text()
+    section = text.split("### The `Client` constructor", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", section, flags=re.MULTILINE)
+    return [(name, default.strip()) for name, default in rows]
+
+
+@pytest.mark.parametrize("client", [river_sync.Client, river_trio.Client], ids=["sync", "trio"])
+def test_readme_client_table_lists_exactly_the_constructor_parameters(client: type) -> None:
+    params = [p for p in inspect.signature(client.__init__).parameters.values() if p.name != "self"]
+    rows = readme_client_table()
+    assert [name for name, _ in rows] == [p.name for p in params]
+    # Where the default is a literal, the table says the same one.
+    for (name, documented), param in zip(rows, params, strict=True):
+        if param.default is inspect.Parameter.empty:
+            assert documented == "(required)", name
+        elif param.default is None or isinstance(param.default, bool) or param.default == ():
+            assert documented == f"`{param.default!r}`", name
+
+
+def test_readme_table_reader_sees_a_missing_row() -> None:
+    rows = readme_client_table()
+    assert rows and rows[0] == ("database", "(required)")
+    assert len({name for name, _ in rows}) == len(rows)
