@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,18 @@ log = logging.getLogger("river.work")
 EXIT_USAGE = 2
 POLL_INTERVAL = 0.05  # seconds between looks at the children (waitpid has no timeout)
 CHILD_INDEX_ENV = "RIVER_WORK_PROCESS"
+
+
+def _stop_with_parent() -> None:
+    """In the child, before exec: on Linux, a SIGTERM (a soft stop) when the supervisor dies.
+
+    Without it a supervisor killed with SIGKILL would leave its workers running unsupervised.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +105,8 @@ class Supervisor:
 
     def start_child(self, child: _Child) -> None:
         env = {**self._env, CHILD_INDEX_ENV: str(child.index)}
-        child.proc = self._popen(self.argv, env=env, stdin=subprocess.DEVNULL)
+        child.proc = self._popen(self.argv, env=env, stdin=subprocess.DEVNULL,
+                                 preexec_fn=_stop_with_parent)
         child.started_at = self._clock()
         child.restart_at = None
         log.info("worker process %d started (pid %d)", child.index, child.proc.pid)

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -591,3 +592,28 @@ def test_child_command_repeats_the_flags_without_processes() -> None:
         "-m", "river_tools.cli", "work", "app:make", "--log-level", "debug", "--queues", "a,b",
         "--max-workers", "3", "--tags", "t", "--database-url", "sqlite://x.db", "--schema", "s",
     ]
+
+
+def test_children_stop_when_the_supervisor_is_killed(
+    procs_app_dir: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    worker = WorkerProcess(procs_app_dir, sqlite_url, "procs_app:make_client", "--processes", "2")
+    processes.append(worker)
+    started = expect_count(worker, " started (pid", 2, "err")
+    pids = [int(line.split("(pid ")[1].rstrip(")")) for line in started]
+    expect_count(worker, "working ", 2, "err")
+    worker.proc.kill()
+    worker.proc.wait()
+    # Each child got SIGTERM from the kernel when its parent died, and stopped softly.
+    for pid in pids:
+        deadline = time.monotonic() + WAIT
+        while Path(f"/proc/{pid}").exists() and "zombie" not in _proc_state(pid):
+            assert time.monotonic() < deadline, f"worker process {pid} outlived its supervisor"
+            time.sleep(0.05)
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
