@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from river_protocol.dialects.rows import Binder
 from river_protocol.errors import ValidationError
-from river_protocol.intents import InsertParams, InsertResult, ListJobs
+from river_protocol.intents import DeleteFinalizedBefore, InsertParams, InsertResult, ListJobs
 from river_protocol.job import JobRow
 from river_protocol.states import FINALIZED_STATES, JobState
 
@@ -21,6 +22,16 @@ _SCHEMA_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 MAX_SCHEMA_LENGTH = 46  # 63-byte channel limit minus ".river_leadership"
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ORDER_COLUMNS = ("id", "scheduled_at", "finalized_at", "created_at")
+
+
+def finalized_horizons(intent: DeleteFinalizedBefore) -> list[tuple[str, datetime]]:
+    """(state, horizon) for each finalized state the cleaner deletes; a state without one is kept."""
+    pairs = (
+        (JobState.CANCELLED.value, intent.cancelled_before),
+        (JobState.COMPLETED.value, intent.completed_before),
+        (JobState.DISCARDED.value, intent.discarded_before),
+    )
+    return [(state, horizon) for state, horizon in pairs if horizon is not None]
 
 
 def validate_schema(schema: str) -> str:

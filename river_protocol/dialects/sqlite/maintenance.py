@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
-from river_protocol.dialects.common import index_identifier, json_text
+from river_protocol.dialects.common import finalized_horizons, index_identifier, json_text
 from river_protocol.dialects.rows import job_row_from_sqlite
 from river_protocol.dialects.sqlite.fragments import (
     ERRORS_ARRAY,
@@ -127,12 +127,7 @@ def _delete_finalized_before(d: Any, intent: DeleteFinalizedBefore) -> Plan[int]
     b = binder()
     clauses = [
         f"(state = '{state}' AND finalized_at < {b.p(format_sqlite_time(horizon))})"
-        for state, horizon in (
-            ("cancelled", intent.cancelled_before),
-            ("completed", intent.completed_before),
-            ("discarded", intent.discarded_before),
-        )
-        if horizon is not None
+        for state, horizon in finalized_horizons(intent)
     ]
     if not clauses:
         return 0
