@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from river_protocol.errors import DatabaseUnavailableError, RiverError
-from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick
+from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick, take_event
 from river_sync.database import Database
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class MachineRunner:
                 if wait <= 0:
                     return Tick()
                 self._cond.wait(wait)
-            return self._urgent.popleft() if self._urgent else self._events.popleft()
+            return take_event(self.machine, self._urgent if self._urgent else self._events)
 
     def _run(self) -> None:
         try:
@@ -126,7 +126,7 @@ class MachineRunner:
 
     def _take_urgent(self) -> Event | None:
         with self._cond:
-            return self._urgent.popleft() if self._urgent else None
+            return take_event(self.machine, self._urgent) if self._urgent else None
 
     def _dispatch(self, event: Event) -> None:
         answers: deque[Event] = deque()

@@ -35,7 +35,7 @@ from typing import Any
 import trio
 
 from river_protocol.errors import DatabaseUnavailableError, RiverError
-from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick
+from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick, take_event
 from river_trio.database import AsyncDatabase
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class MachineRunner:
                 await self._wake.wait()
             if not self._events and not self._urgent and deadline <= utcnow():
                 return Tick()
-        return self._urgent.popleft() if self._urgent else self._events.popleft()
+        return take_event(self.machine, self._urgent if self._urgent else self._events)
 
     async def _dispatch(self, event: Event) -> None:
         answers: deque[Event] = deque()
@@ -149,7 +149,7 @@ class MachineRunner:
                     await result
             for intent in output.intents:
                 answers.append(await self._execute(intent))
-            current = self._urgent.popleft() if self._urgent else None
+            current = take_event(self.machine, self._urgent) if self._urgent else None
             if current is None and answers:
                 current = answers.popleft()
 

@@ -18,7 +18,7 @@ from typing import Any
 from river_protocol.errors import ValidationError
 from river_protocol.golang.gotime import format_sqlite_time, parse_time
 from river_protocol.intents import LeaderRow, NotificationRow, QueueRow
-from river_protocol.job import AttemptError, JobRow
+from river_protocol.job import AttemptError, JobRow, stored_job_row
 from river_protocol.states import JobState
 
 # ---------------------------------------------------------------- binder
@@ -208,31 +208,39 @@ def job_row_from_sqlite(row: Sequence[Any]) -> JobRow:
 
 
 def _job_row(row: Sequence[Any], *, errors: tuple[AttemptError, ...]) -> JobRow:
+    # Every claimed and every completed job passes through here, so the shapes both
+    # drivers hand back (aware UTC datetimes, str lists, "{}" metadata) are taken
+    # inline; anything else goes through the general readers above, with the same result.
     if len(row) < JOB_COLUMN_COUNT:
         raise ValidationError(f"job row has {len(row)} columns, expected {JOB_COLUMN_COUNT}")
-    args = _json_bytes(row[2])
+    (job_id, kind, args, state, queue, priority, attempt, max_attempts, attempted_at, attempted_by,
+     created_at, finalized_at, scheduled_at, _, metadata, tags, unique_key, unique_states) = row[:18]
+    args = args.encode() if args.__class__ is str else _json_bytes(args)
     if args[:1] != b"{":  # both databases hand JSON back trimmed, so an object starts with "{"
         raise ValidationError("args must be a JSON object")
-    return JobRow(
-        id=int(row[0]),
-        kind=str(row[1]),
-        encoded_args=args,
-        state=JobState.parse(str(row[3])),
-        queue=str(row[4]),
-        priority=int(row[5]),
-        attempt=int(row[6]),
-        max_attempts=int(row[7]),
-        attempted_at=_utc_or_none(row[8]),
-        attempted_by=_strings(row[9]),
-        created_at=_utc_or_none(row[10]),
-        finalized_at=_utc_or_none(row[11]),
-        scheduled_at=_utc_or_none(row[12]),
-        errors=errors,
-        metadata=_json_object(row[14]),
-        tags=_strings(row[15]),
-        unique_key=_unique_key(row[16]),
-        unique_states=_unique_states(row[17]),
+    if attempted_at is not None and (attempted_at.__class__ is not datetime or attempted_at.tzinfo is not UTC):
+        attempted_at = _utc(attempted_at)
+    if created_at is not None and (created_at.__class__ is not datetime or created_at.tzinfo is not UTC):
+        created_at = _utc(created_at)
+    if finalized_at is not None and (finalized_at.__class__ is not datetime or finalized_at.tzinfo is not UTC):
+        finalized_at = _utc(finalized_at)
+    if scheduled_at is not None and (scheduled_at.__class__ is not datetime or scheduled_at.tzinfo is not UTC):
+        scheduled_at = _utc(scheduled_at)
+    if metadata == "{}":
+        metadata = {}
+    else:
+        metadata = _json_object(metadata)
+    return stored_job_row(
+        int(job_id), str(kind), args, _STATES.get(state) or JobState.parse(str(state)), str(queue),
+        int(priority), int(attempt), int(max_attempts), attempted_at,
+        () if attempted_by is None else _strings(attempted_by), created_at, finalized_at, scheduled_at,
+        errors, metadata, () if tags is None else _strings(tags),
+        None if unique_key is None else _unique_key(unique_key),
+        None if unique_states is None else _unique_states(unique_states),
     )
+
+
+_STATES = {state.value: state for state in JobState}
 
 
 # ---------------------------------------------------------------- lenient rows

@@ -12,6 +12,9 @@ The driver contract, identical for every machine:
    shutdown cancellation with ``fatal=True`` (nothing will retry it).
 3. Call ``handle(Tick(), now)`` no later than ``output.next_deadline``
    (``None``: no timer pending). Early or extra ticks are harmless.
+4. Take queued events with ``take_event``: a run of events of one type that
+   the machine lists in ``BATCHES`` arrives as one batch event, so a
+   thousand finished jobs cost one ``handle`` call, not a thousand.
 
 A machine holds one table, ``(state, event key) -> Transition``, in the style
 of h11's ``EVENT_TRIGGERED_TRANSITIONS``: every transition the machine makes is
@@ -30,7 +33,8 @@ and the machine refuses any state the row does not list.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Protocol
@@ -117,6 +121,22 @@ def event_key(event: Event) -> EventKey:
     if isinstance(event, IntentSucceeded | IntentFailed):
         return (type(event), type(event.intent))
     return type(event)
+
+
+def take_event(machine: Machine, queue: deque[Event]) -> Event:
+    """Pop the next event of ``queue``; a run of same-type events behind it that the machine
+    batches (``BATCHES``) is popped with it and comes back as one batch event, in order."""
+    event = queue.popleft()
+    if not queue:
+        return event
+    kind = type(event)
+    merge = machine.BATCHES.get(kind)
+    if merge is None or type(queue[0]) is not kind:
+        return event
+    run = [event]
+    while queue and type(queue[0]) is kind:
+        run.append(queue.popleft())
+    return merge(tuple(run))
 
 
 def key_name(key: EventKey) -> str:
@@ -275,6 +295,8 @@ class Machine:
 
     TABLE: ClassVar[Table]
     INITIAL: ClassVar[enum.Enum]
+    # Event type -> how a run of them becomes one event the table takes (see ``take_event``).
+    BATCHES: ClassVar[Mapping[type[Event], Callable[[tuple[Any, ...]], Event]]] = {}
     state: enum.Enum
 
     def __init__(self) -> None:

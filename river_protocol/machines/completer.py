@@ -67,6 +67,17 @@ class Submit(Event):
     context: Any = None  # opaque to the machine (stats, a waiter...), handed back with the outcome
 
 
+@dataclass(frozen=True, slots=True)
+class Submits(Event):
+    """Consecutive ``Submit`` events as one (``take_event`` merges them)."""
+
+    submits: tuple[Submit, ...]
+
+    @classmethod
+    def of(cls, events: tuple[Submit, ...]) -> Submits:
+        return cls(events)
+
+
 # Set-state overrides a retry or snooze of a job someone tried to cancel (§8.1).
 _CANCEL_OVERRIDES = frozenset({JobState.RETRYABLE, JobState.SCHEDULED})
 
@@ -128,10 +139,12 @@ class _Batch:
 
 class Completer(Machine):
     INITIAL: ClassVar[CompleterState] = _S.RUNNING
+    BATCHES = {Submit: Submits.of}
     state: CompleterState
 
     TABLE: ClassVar[Table] = {
         (_S.RUNNING, Submit): to(_S.RUNNING, via="_on_submit"),
+        (_S.RUNNING, Submits): to(_S.RUNNING, via="_on_submits"),
         (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
         (_S.RUNNING, (_OK, _STMT)): to(_S.RUNNING, via="_on_done"),
         (_S.RUNNING, (_FAIL, _STMT)): to(_S.RUNNING, via="_on_failed"),
@@ -224,6 +237,10 @@ class Completer(Machine):
                 # Due at once, but as a timer: the driver hands over every event it already
                 # holds before it ticks, so submissions queued behind this one join the batch.
                 self._timers["flush"] = now
+
+    def _on_submits(self, event: Submits, now: datetime) -> None:
+        for submit in event.submits:
+            self._on_submit(submit, now)
 
     def _on_tick(self, event: Tick, now: datetime) -> None:
         if self._due("retry", now):

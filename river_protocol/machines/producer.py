@@ -94,6 +94,18 @@ class JobFinished(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class JobsFinished(Event):
+    """Consecutive ``JobFinished`` events as one (``take_event`` merges them). The effect is
+    theirs, one after another, except that a fetch they trigger asks for every slot they free."""
+
+    job_ids: tuple[int, ...]
+
+    @classmethod
+    def of(cls, events: tuple[JobFinished, ...]) -> JobsFinished:
+        return cls(tuple(e.job_id for e in events))
+
+
+@dataclass(frozen=True, slots=True)
 class SlotReleased(Event):
     """A stuck-job handler gave up this running job's slot (the job keeps running)."""
 
@@ -185,6 +197,7 @@ def _metadata_equal(a: Any, b: Any) -> bool:
 
 class Producer(Machine):
     INITIAL: ClassVar[ProducerState] = _S.NEW
+    BATCHES = {JobFinished: JobsFinished.of}
     state: ProducerState
 
     TABLE: ClassVar[Table] = {
@@ -202,11 +215,13 @@ class Producer(Machine):
         # Conditional: with no job running and no claim in flight it stops at once.
         (_S.RUNNING, Stop): to(_S.STOPPING, _S.STOPPED, via="_on_stop"),
         (_S.RUNNING, JobFinished): to(_S.RUNNING, via="_on_job_finished"),
+        (_S.RUNNING, JobsFinished): to(_S.RUNNING, via="_on_jobs_finished"),
         (_S.RUNNING, SlotReleased): to(_S.RUNNING, via="_on_slot_released"),
         (_S.RUNNING, (_OK, ClaimJobs)): to(_S.RUNNING, via="_on_claimed"),
         (_S.RUNNING, (_FAIL, ClaimJobs)): to(_S.RUNNING, via="_on_claim_failed"),
         # Conditional while stopping: the last job or claim to settle stops the producer.
         (_S.STOPPING, JobFinished): to(_S.STOPPING, _S.STOPPED, via="_on_job_finished"),
+        (_S.STOPPING, JobsFinished): to(_S.STOPPING, _S.STOPPED, via="_on_jobs_finished"),
         (_S.STOPPING, SlotReleased): to(_S.STOPPING, via="_on_slot_released"),
         (_S.STOPPING, (_OK, ClaimJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claimed"),
         (_S.STOPPING, (_FAIL, ClaimJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claim_failed"),
@@ -486,10 +501,18 @@ class Producer(Machine):
             self._trigger(now)
 
     def _on_job_finished(self, event: JobFinished, now: datetime) -> None:
-        if event.job_id not in self._running:
-            raise ProtocolError(f"job {event.job_id} finished but is not running in this producer")
-        self._running.discard(event.job_id)
-        self._released.discard(event.job_id)
+        self._jobs_finished((event.job_id,), now)
+
+    def _on_jobs_finished(self, event: JobsFinished, now: datetime) -> None:
+        self._jobs_finished(event.job_ids, now)
+
+    def _jobs_finished(self, job_ids: tuple[int, ...], now: datetime) -> None:
+        running, released = self._running, self._released
+        for job_id in job_ids:
+            if job_id not in running:
+                raise ProtocolError(f"job {job_id} finished but is not running in this producer")
+            running.discard(job_id)
+            released.discard(job_id)
         if self.state is _S.STOPPING:
             self._maybe_finish()
             return

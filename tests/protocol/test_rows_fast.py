@@ -1,0 +1,117 @@
+"""The row reader's inline fast path gives exactly what the general column readers give.
+
+``_job_row`` takes the shapes the drivers usually hand back without calling a
+reader per column; for every other shape it must still agree, value for value
+and in what it refuses, with reading each column through the general readers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from river_protocol.dialects import rows
+from river_protocol.errors import ValidationError
+from river_protocol.job import JobRow, stored_job_row
+from river_protocol.states import JobState
+
+T = datetime(2031, 3, 4, 12, 0, 5, 123456, tzinfo=UTC)
+
+
+def _reference(row: list[Any]) -> JobRow:
+    """The strict reading of every column through the module's general readers."""
+    args = rows._json_bytes(row[2])
+    if args[:1] != b"{":
+        raise ValidationError("args must be a JSON object")
+    return JobRow(
+        id=int(row[0]), kind=str(row[1]), encoded_args=args, state=JobState.parse(str(row[3])),
+        queue=str(row[4]), priority=int(row[5]), attempt=int(row[6]), max_attempts=int(row[7]),
+        attempted_at=rows._utc_or_none(row[8]), attempted_by=rows._strings(row[9]),
+        created_at=rows._utc_or_none(row[10]), finalized_at=rows._utc_or_none(row[11]),
+        scheduled_at=rows._utc_or_none(row[12]), errors=(), metadata=rows._json_object(row[14]),
+        tags=rows._strings(row[15]), unique_key=rows._unique_key(row[16]),
+        unique_states=rows._unique_states(row[17]),
+    )
+
+
+def _outcome(fn: Any, row: list[Any]) -> Any:
+    try:
+        return fn(row)
+    except rows._UNREADABLE:
+        return "unreadable"  # either way the row goes to the lenient reader
+
+
+times = st.one_of(
+    st.none(),
+    st.just(T),
+    st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7))])),
+    st.datetimes(),  # naive: read as UTC
+    st.sampled_from(["2031-03-04 12:00:05.123", "2031-03-04T12:00:05Z", "not a time", ""]),
+    st.integers(min_value=0, max_value=2**31),
+)
+string_lists = st.one_of(
+    st.none(), st.lists(st.text(max_size=5), max_size=3), st.just([None]), st.just([1]),
+    st.sampled_from(['["a"]', "[]", "null", '"a"', "", "{}"]),
+)
+metadata = st.one_of(st.none(), st.sampled_from(["{}", '{"a": 1}', "[]", "null", "", "{", b"{}"]))
+
+
+@st.composite
+def job_rows(draw: st.DrawFn) -> list[Any]:
+    return [
+        draw(st.one_of(st.integers(min_value=1, max_value=2**62), st.just("12"))),
+        draw(st.sampled_from(["k", "bench_noop"])),
+        draw(st.sampled_from(['{"n": 1}', "{}", b'{"a":2}', "[]", '"x"', "", None])),
+        draw(st.sampled_from(["running", "available", "completed", "bogus", JobState.RETRYABLE, 3])),
+        draw(st.sampled_from(["default", "q"])),
+        draw(st.integers(min_value=1, max_value=4)),
+        draw(st.one_of(st.integers(min_value=0, max_value=30), st.just("2"))),
+        draw(st.integers(min_value=1, max_value=30)),
+        draw(times), draw(string_lists), draw(times), draw(times), draw(times),
+        None,
+        draw(metadata), draw(string_lists),
+        draw(st.sampled_from([None, b"", b"\x01\x02", "0a0b"])),
+        draw(st.sampled_from([None, 0, 3, "00000011"])),
+    ]
+
+
+@settings(max_examples=400)
+@given(job_rows())
+def test_fast_path_agrees_with_general_readers(row: list[Any]) -> None:
+    assert _outcome(lambda r: rows._job_row(r, errors=()), row) == _outcome(_reference, row)
+
+
+def test_common_postgres_row_is_read_without_conversion() -> None:
+    row = [7, "k", '{"a":1}', "running", "default", 1, 2, 25, T, ["c"], T, None, T, None, "{}", [],
+           None, None]
+    job = rows.job_row_from_pg(row)
+    assert job.attempted_at is T and job.metadata == {} and job.attempted_by == ("c",)
+    assert job.encoded_args == b'{"a":1}' and job.state is JobState.RUNNING and job.undecodable is None
+
+
+def test_unreadable_value_still_falls_back_to_the_lenient_reader() -> None:
+    row = [7, "k", '{"a":1}', "running", "default", 1, 2, 25, "yesterday", None, T, None, T, None,
+           "{}", None, None, None]
+    job = rows.job_row_from_pg(row)
+    assert job.attempted_at is None and job.undecodable is not None
+    assert job.undecodable.startswith("attempted_at: ")
+
+
+def test_stored_job_row_is_a_frozen_job_row_equal_to_the_constructed_one() -> None:
+    values = dict(
+        id=1, kind="k", encoded_args=b"{}", state=JobState.RUNNING, queue="q", priority=2,
+        attempt=3, max_attempts=4, attempted_at=T, attempted_by=("a",), created_at=T,
+        finalized_at=None, scheduled_at=T, errors=(), metadata={"m": 1}, tags=("t",),
+        unique_key=b"k", unique_states=3, undecodable="why",
+    )
+    built = stored_job_row(**values)  # type: ignore[arg-type]
+    assert type(built) is JobRow and built == JobRow(**values)  # type: ignore[arg-type]
+    assert dataclasses.replace(built, id=9).id == 9
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        built.id = 2  # type: ignore[misc]
+    assert stored_job_row.__code__.co_varnames[: len(values)] == tuple(f.name for f in dataclasses.fields(JobRow))
