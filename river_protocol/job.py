@@ -90,7 +90,7 @@ class _JobRowDraft:
     identical slots) gives the same frozen ``JobRow`` several times faster.
     """
 
-    __slots__ = JobRow.__slots__  # type: ignore[attr-defined]
+    __slots__ = JobRow.__slots__
 
 
 def stored_job_row(

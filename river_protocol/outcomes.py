@@ -16,7 +16,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from river_protocol import metadata_keys
@@ -384,6 +384,11 @@ def outcome_to_update(
     ``metadata_updates`` are the values collected during the run (output,
     MetadataSet); they are shallow-merged into the row's metadata.
     """
+    if (outcome.__class__ is Completed and not metadata_updates and now.__class__ is datetime
+            and now.tzinfo is UTC):
+        # Most runs end here: _completed's request, without building the _Request every other
+        # rule reads (a UTC datetime survives the GoTime round trip unchanged).
+        return SetStateUpdate(id=job.id, state=JobState.COMPLETED, finalized_at=now)
     final = _resolve(outcome, error_handler_cancel, remote_cancelled)
     entry = OUTCOME_TRANSITIONS.get(type(final)) or next(
         (OUTCOME_TRANSITIONS[t] for t in type(final).__mro__ if t in OUTCOME_TRANSITIONS), None)

@@ -160,7 +160,7 @@ def outcome_from_result(
     side effects), unless it returned an outcome request.
     """
     if error is None:
-        requested = _requested(result) if isinstance(result, BaseException | WorkOutcome) else None
+        requested = _requested(result) if isinstance(result, (BaseException, WorkOutcome)) else None
         return requested if requested is not None else Completed()
     requested = _requested(error)
     if requested is not None:

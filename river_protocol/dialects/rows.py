@@ -107,7 +107,7 @@ def _utc(value: Any) -> datetime:
         value = value.decode()
     if isinstance(value, str):
         return parse_time(value)
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         # Some SQLite writers store unix seconds; accept them rather than fail the row.
         return datetime.fromtimestamp(value, UTC)
     raise ValidationError(f"cannot read {value!r} as a time")
@@ -118,7 +118,7 @@ def _utc_or_none(value: Any) -> datetime | None:
 
 
 def _json_text(value: Any) -> str:
-    if isinstance(value, bytes | bytearray | memoryview):
+    if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value).decode()
     if isinstance(value, str):
         return value
@@ -126,7 +126,7 @@ def _json_text(value: Any) -> str:
 
 
 def _json_bytes(value: Any) -> bytes:
-    if isinstance(value, bytes | bytearray | memoryview):
+    if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     return _json_text(value).encode()
 
@@ -143,7 +143,7 @@ def _json_object(value: Any) -> dict[str, Any]:
 def _strings_raw(value: Any) -> Sequence[Any]:
     if value is None:
         return ()
-    if isinstance(value, list | tuple):
+    if isinstance(value, (list, tuple)):
         return value
     loaded = json.loads(_json_text(value))
     if loaded is None:
@@ -218,18 +218,19 @@ def _job_row(row: Sequence[Any], *, errors: tuple[AttemptError, ...]) -> JobRow:
     args = args.encode() if args.__class__ is str else _json_bytes(args)
     if args[:1] != b"{":  # both databases hand JSON back trimmed, so an object starts with "{"
         raise ValidationError("args must be a JSON object")
-    if attempted_at is not None and (attempted_at.__class__ is not datetime or attempted_at.tzinfo is not UTC):
+    if attempted_at is not None and (attempted_at.__class__ is not datetime
+                                    or attempted_at.tzinfo is not UTC):
         attempted_at = _utc(attempted_at)
-    if created_at is not None and (created_at.__class__ is not datetime or created_at.tzinfo is not UTC):
+    if created_at is not None and (created_at.__class__ is not datetime
+                                  or created_at.tzinfo is not UTC):
         created_at = _utc(created_at)
-    if finalized_at is not None and (finalized_at.__class__ is not datetime or finalized_at.tzinfo is not UTC):
+    if finalized_at is not None and (finalized_at.__class__ is not datetime
+                                    or finalized_at.tzinfo is not UTC):
         finalized_at = _utc(finalized_at)
-    if scheduled_at is not None and (scheduled_at.__class__ is not datetime or scheduled_at.tzinfo is not UTC):
+    if scheduled_at is not None and (scheduled_at.__class__ is not datetime
+                                    or scheduled_at.tzinfo is not UTC):
         scheduled_at = _utc(scheduled_at)
-    if metadata == "{}":
-        metadata = {}
-    else:
-        metadata = _json_object(metadata)
+    metadata = {} if metadata == "{}" else _json_object(metadata)
     return stored_job_row(
         int(job_id), str(kind), args, _STATES.get(state) or JobState.parse(str(state)), str(queue),
         int(priority), int(attempt), int(max_attempts), attempted_at,

@@ -593,6 +593,7 @@ def encode_args(args: Any) -> bytes:
 # Decoding
 
 _ESCAPED_SURROGATE_RE = re.compile(r"\\u[dD][89a-fA-F]")
+_json_decode = json.JSONDecoder().decode  # json.loads of a str, without its argument checks
 _NONE_TYPE = type(None)
 
 
@@ -617,10 +618,10 @@ def _loads(data: bytes | str, what: str) -> Any:
         except UnicodeDecodeError:
             text, needs_clean = raw.decode("utf-8", "surrogateescape"), True
     try:
-        value = json.loads(text)
+        value = _json_decode(text)
     except (ValueError, RecursionError) as exc:
         raise ValidationError(f"{what}: not valid JSON: {exc}") from None
-    if needs_clean or _ESCAPED_SURROGATE_RE.search(text) is not None:
+    if needs_clean or ("\\u" in text and _ESCAPED_SURROGATE_RE.search(text) is not None):
         value = _clean(value)
     return value
 
@@ -639,10 +640,14 @@ def decode_args(args_type: type[T], data: bytes | str) -> T:
     if hook is not None:
         result: T = hook(bytes(data) if not isinstance(data, str) else data.encode())
         return result
-    name = getattr(args_type, "__qualname__", repr(args_type))
+    name = getattr(args_type, "__qualname__", None) or repr(args_type)
     value = _loads(data, f"args for {name}")
     if value is None:
         value = {}
+    if value.__class__ is dict and args_type in _PLAIN_STRUCTS:
+        # A class _convert_class has already sent to _decode_struct: straight there.
+        struct: T = _decode_struct(args_type, value, name)
+        return struct
     converted: T = _convert(value, args_type, name)
     return converted
 
@@ -860,6 +865,7 @@ def _convert_class(value: Any, cls: type, path: str) -> Any:
     if dataclasses.is_dataclass(cls):
         if not isinstance(value, dict):
             raise _mismatch(value, cls, path)
+        _PLAIN_STRUCTS.add(cls)
         return _decode_struct(cls, value, path)
     if cls in (list, tuple, dict, set, frozenset):
         return _convert_generic(value, cls, cls, path)
@@ -874,8 +880,14 @@ class _FieldSpec:
     hint: Any
     has_default: bool
     decodable: bool
+    nullable: bool = False
+    # For a bool, int or str field: that type, whose values are taken as they are (no conversion).
+    exact_type: type | None = None
 
 
+# Dataclasses that reach _decode_struct through every check of _convert_class: what they are
+# decides that, never the value, so decode_args can skip those checks next time.
+_PLAIN_STRUCTS: set[type] = set()
 _DECODE_SPECS: dict[type, tuple[dict[str, _FieldSpec], dict[str, _FieldSpec], list[_FieldSpec]]] = {}
 
 
@@ -888,7 +900,9 @@ def _decode_spec(cls: type) -> tuple[dict[str, _FieldSpec], dict[str, _FieldSpec
         all_specs: list[_FieldSpec] = []
         for f in dataclasses.fields(cls):
             has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            fs = _FieldSpec(f.name, hints.get(f.name, Any), has_default, f.init and not is_skipped(f))
+            hint = hints.get(f.name, Any)
+            fs = _FieldSpec(f.name, hint, has_default, f.init and not is_skipped(f), _nullable(hint),
+                            hint if hint in (bool, int, str) else None)
             all_specs.append(fs)
             if not fs.decodable:
                 continue
@@ -907,7 +921,10 @@ def _decode_struct(cls: type, obj: dict[str, Any], path: str) -> Any:
         fs = exact.get(key) or folded.get(key.casefold())
         if fs is None:
             continue
-        if val is None and fs.has_default and not _nullable(fs.hint):
+        if val.__class__ is fs.exact_type:
+            kwargs[fs.attr] = val  # what _convert returns for it, without the path or the dispatch
+            continue
+        if val is None and fs.has_default and not fs.nullable:
             continue
         kwargs[fs.attr] = _convert(val, fs.hint, f"{path}.{key}")
     for fs in all_specs:

@@ -115,10 +115,11 @@ def to(*targets: enum.Enum, via: str) -> Transition:
 
 
 Table = Mapping[tuple[enum.Enum, EventKey], Transition]
+Batches = Mapping[type[Event], Callable[[tuple[Any, ...]], Event]]  # see ``take_event``
 
 
 def event_key(event: Event) -> EventKey:
-    if isinstance(event, IntentSucceeded | IntentFailed):
+    if isinstance(event, (IntentSucceeded, IntentFailed)):
         return (type(event), type(event.intent))
     return type(event)
 
@@ -296,7 +297,7 @@ class Machine:
     TABLE: ClassVar[Table]
     INITIAL: ClassVar[enum.Enum]
     # Event type -> how a run of them becomes one event the table takes (see ``take_event``).
-    BATCHES: ClassVar[Mapping[type[Event], Callable[[tuple[Any, ...]], Event]]] = {}
+    BATCHES: ClassVar[Batches] = {}
     state: enum.Enum
 
     def __init__(self) -> None:
@@ -313,7 +314,7 @@ class Machine:
         if isinstance(event, DeadlineEvent):
             raise ProtocolError(f"{type(self).__name__}: {type(event).__name__} is the machine's own")
         self._row_for(event, "")
-        if isinstance(event, IntentSucceeded | IntentFailed):
+        if isinstance(event, (IntentSucceeded, IntentFailed)):
             self._settle(event.intent)
         self._emitted = []
         for due in self._deadline_events(now):

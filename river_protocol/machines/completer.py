@@ -29,6 +29,7 @@ from river_protocol.errors import ProtocolError
 from river_protocol.intents import Intent, SetStateIfRunning, SetStateUpdate
 from river_protocol.job import JobRow
 from river_protocol.machines.base import (
+    Batches,
     Event,
     IntentFailed,
     IntentSucceeded,
@@ -139,7 +140,7 @@ class _Batch:
 
 class Completer(Machine):
     INITIAL: ClassVar[CompleterState] = _S.RUNNING
-    BATCHES = {Submit: Submits.of}
+    BATCHES: ClassVar[Batches] = {Submit: Submits.of}
     state: CompleterState
 
     TABLE: ClassVar[Table] = {

@@ -32,6 +32,7 @@ from river_protocol.errors import ProtocolError, ValidationError
 from river_protocol.intents import ClaimJobs, GetQueue, Intent, QueueRow, ReconcileClaim, UpsertQueue
 from river_protocol.job import JobRow
 from river_protocol.machines.base import (
+    Batches,
     Event,
     IntentFailed,
     IntentSucceeded,
@@ -197,7 +198,7 @@ def _metadata_equal(a: Any, b: Any) -> bool:
 
 class Producer(Machine):
     INITIAL: ClassVar[ProducerState] = _S.NEW
-    BATCHES = {JobFinished: JobsFinished.of}
+    BATCHES: ClassVar[Batches] = {JobFinished: JobsFinished.of}
     state: ProducerState
 
     TABLE: ClassVar[Table] = {

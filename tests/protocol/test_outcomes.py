@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from river_protocol.errors import EncodingError, ValidationError
@@ -460,3 +460,14 @@ def test_apply_set_state_refuses_a_state_the_completer_may_not_set() -> None:
 
     with pytest.raises(ProtocolError, match="running -> pending by completer"):
         apply_set_state(running(), SetStateUpdate(id=7, state=JobState.PENDING), NOW_DT)
+
+
+@settings(max_examples=100)
+@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(9998, 1, 1), timezones=st.just(UTC)),
+       st.integers(min_value=1, max_value=2**40), st.integers(min_value=1, max_value=30))
+def test_plain_completion_shortcut_equals_the_general_rule(now: datetime, job_id: int, attempt: int) -> None:
+    job = JobRow(id=job_id, kind="k", encoded_args=b"{}", state=JobState.RUNNING, attempt=attempt)
+    shortcut = outcome_to_update(job, Completed(), now=now, started_at=now)
+    general = outcome_to_update(job, Completed(), now=GoTime.from_datetime(now), started_at=now)
+    assert shortcut == general
+    assert shortcut.finalized_at == now and shortcut.finalized_at.tzinfo is UTC
