@@ -28,7 +28,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from river_protocol.errors import DatabaseUnavailableError, RiverError
-from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick, take_event
+from river_protocol.machines.base import (
+    Event,
+    IntentFailed,
+    IntentSucceeded,
+    Machine,
+    Output,
+    Tick,
+    take_event,
+)
 from river_sync.database import Database
 
 log = logging.getLogger(__name__)

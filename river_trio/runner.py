@@ -35,7 +35,15 @@ from typing import Any
 import trio
 
 from river_protocol.errors import DatabaseUnavailableError, RiverError
-from river_protocol.machines.base import Event, IntentFailed, IntentSucceeded, Machine, Output, Tick, take_event
+from river_protocol.machines.base import (
+    Event,
+    IntentFailed,
+    IntentSucceeded,
+    Machine,
+    Output,
+    Tick,
+    take_event,
+)
 from river_trio.database import AsyncDatabase
 
 log = logging.getLogger(__name__)

@@ -114,4 +114,5 @@ def test_stored_job_row_is_a_frozen_job_row_equal_to_the_constructed_one() -> No
     assert dataclasses.replace(built, id=9).id == 9
     with pytest.raises(dataclasses.FrozenInstanceError):
         built.id = 2  # type: ignore[misc]
-    assert stored_job_row.__code__.co_varnames[: len(values)] == tuple(f.name for f in dataclasses.fields(JobRow))
+    names = tuple(f.name for f in dataclasses.fields(JobRow))
+    assert stored_job_row.__code__.co_varnames[: len(values)] == names
