@@ -8,7 +8,7 @@ its locks (``_guard``: the sync client's lock; nothing under trio, where one
 thread runs the client), its job runs and its stop.
 
 Driver hooks: ``_bind_database``, ``_unbind_database``, ``_make_leadership``,
-``_init_driver``, ``_start_job``, ``_forget``, ``_reconfigured``; the class
+``_init_driver``, ``_start_jobs``, ``_forget``, ``_reconfigured``; the class
 attributes ``_log``, ``_clock``, ``_outermost`` (the resumable-steps middleware).
 """
 
@@ -146,7 +146,8 @@ class ClientBase:
     def _init_driver(self) -> None:
         """The driver's own state: APIs, event hub, runners, locks."""
 
-    def _start_job(self, queue: str, job: Any) -> None:
+    def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
+        """Start a claim's jobs, in order."""
         raise NotImplementedError
 
     def _forget(self, run: JobRun) -> None:
@@ -217,8 +218,8 @@ class ClientBase:
         return lambda out: self._on_producer_output(queue, out)
 
     def _on_producer_output(self, queue: str, out: ProducerOutput) -> None:
-        for job in out.start_jobs:
-            self._start_job(queue, job)
+        if out.start_jobs:
+            self._start_jobs(queue, out.start_jobs)
         if out.cancel_job_ids:
             with self._guard:
                 runs = [r for r in map(self._runs.get, out.cancel_job_ids) if r is not None]

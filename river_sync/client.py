@@ -492,21 +492,25 @@ class Client(ClientBase):
 
     # ---------------------------------------------------------------- running jobs
 
-    def _start_job(self, queue: str, job: Any) -> None:
-        with self._lock:
-            plan = self._core.plan_job(job)
-            run = JobRun(queue, plan, CancellationToken(), utcnow())
-            self._runs.add(run)
-            hard = self._hard_stop
-            if plan.immediate is None and plan.timeout is not None and self._watchdog is not None:
-                run.deadline_slot = self._watchdog.add(
-                    run, time.monotonic() + plan.timeout.total_seconds(), self._on_timeout)
-        if hard:
-            run.token.cancel(CancelCause.STOP)
-        if plan.immediate is not None:
-            self._finish_run(run, plan.immediate, metadata={})
-            return
-        self._job_threads.submit(run)
+    def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
+        # One job at a time, each handed to its thread at once: starting the first job threads
+        # while the rest are still being planned keeps few of them runnable at the same time
+        # (handing a whole claim over at once measured a third more CPU per job).
+        for job in jobs:
+            with self._lock:
+                plan = self._core.plan_job(job)
+                run = JobRun(queue, plan, CancellationToken(), utcnow())
+                self._runs.add(run)
+                hard = self._hard_stop
+                if plan.immediate is None and plan.timeout is not None and self._watchdog is not None:
+                    run.deadline_slot = self._watchdog.add(
+                        run, time.monotonic() + plan.timeout.total_seconds(), self._on_timeout)
+            if hard:
+                run.token.cancel(CancelCause.STOP)
+            if plan.immediate is not None:
+                self._finish_run(run, plan.immediate, metadata={})
+            else:
+                self._job_threads.submit(run)
 
     def _on_timeout(self, run: JobRun) -> None:
         with self._lock:
@@ -561,7 +565,8 @@ class Client(ClientBase):
             if run.deadline_slot is not None and self._watchdog is not None:
                 self._watchdog.drop(run, run.deadline_slot)
                 run.deadline_slot = None
-            self._runs_idle.notify_all()
+            if not self._runs:  # what the only waiter, _stop, waits for
+                self._runs_idle.notify_all()
 
     # ---------------------------------------------------------------- runtime queues (client.queues)
 

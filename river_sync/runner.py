@@ -65,9 +65,12 @@ class MachineRunner:
         self._on_output = on_output
         self._readonly = readonly
         self._clock = clock
+        # Posting appends without the lock (deque appends are atomic, and only this runner's
+        # thread pops); the lock and a notify are needed only while the thread sleeps.
         self._events: deque[Event] = deque()
         self._urgent: deque[Event] = deque()
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
+        self._sleeping = False
         self._finishing = False
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -85,9 +88,11 @@ class MachineRunner:
         self._thread.start()
 
     def post(self, event: Event, *, urgent: bool = False) -> None:
-        with self._cond:
-            (self._urgent if urgent else self._events).append(event)
-            self._cond.notify()
+        (self._urgent if urgent else self._events).append(event)
+        # Read after the append: a runner that set _sleeping later checks the queues after that.
+        if self._sleeping:
+            with self._cond:
+                self._cond.notify()
 
     def finish(self) -> None:
         """End the loop once the queued events are handled (the machine should be stopped by then)."""
@@ -104,19 +109,24 @@ class MachineRunner:
     # -- the loop ---------------------------------------------------------
 
     def _next_event(self) -> Event | None:
-        with self._cond:
-            while not self._events and not self._urgent:
-                if self._finishing:
-                    return None
-                deadline = self.machine.next_deadline()
-                if deadline is None:
-                    self._cond.wait()
-                    continue
-                wait = (deadline - self._clock()).total_seconds()
-                if wait <= 0:
-                    return Tick()
-                self._cond.wait(wait)
-            return take_event(self.machine, self._urgent if self._urgent else self._events)
+        if not self._events and not self._urgent:
+            with self._cond:
+                self._sleeping = True
+                try:
+                    while not self._events and not self._urgent:
+                        if self._finishing:
+                            return None
+                        deadline = self.machine.next_deadline()
+                        if deadline is None:
+                            self._cond.wait()
+                            continue
+                        wait = (deadline - self._clock()).total_seconds()
+                        if wait <= 0:
+                            return Tick()
+                        self._cond.wait(wait)
+                finally:
+                    self._sleeping = False
+        return take_event(self.machine, self._urgent if self._urgent else self._events)
 
     def _run(self) -> None:
         try:
@@ -133,8 +143,7 @@ class MachineRunner:
             self.done.set()
 
     def _take_urgent(self) -> Event | None:
-        with self._cond:
-            return take_event(self.machine, self._urgent) if self._urgent else None
+        return take_event(self.machine, self._urgent) if self._urgent else None
 
     def _dispatch(self, event: Event) -> None:
         answers: deque[Event] = deque()

@@ -547,17 +547,18 @@ class Client(ClientBase):
 
     # ---------------------------------------------------------------- running jobs
 
-    def _start_job(self, queue: str, job: Any) -> None:
-        plan = self._core.plan_job(job)
-        run = JobRun(queue, plan, CancellationToken(), utcnow())
-        self._runs.add(run)
-        if self._runs_empty.is_set():
-            self._runs_empty = trio.Event()
-        if plan.immediate is not None:
-            self._finish_run(run, plan.immediate, metadata={})
-            return
-        assert self._nursery is not None
-        self._nursery.start_soon(self._work, run, name=f"river-job-{job.id}")
+    def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
+        for job in jobs:
+            plan = self._core.plan_job(job)
+            run = JobRun(queue, plan, CancellationToken(), utcnow())
+            self._runs.add(run)
+            if self._runs_empty.is_set():
+                self._runs_empty = trio.Event()
+            if plan.immediate is not None:
+                self._finish_run(run, plan.immediate, metadata={})
+                continue
+            assert self._nursery is not None
+            self._nursery.start_soon(self._work, run, name=f"river-job-{job.id}")
 
     def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
         """The middleware chain around an async worker, built once per worker; None for a sync one."""
