@@ -90,6 +90,7 @@ class BenchPlan:
     max_workers: int = MAX_WORKERS_DEFAULT
     total_jobs: int | None = None
     duration: float | None = None  # seconds
+    default_gc: bool = False  # True: leave the collector alone (else river_tools.gc_tuning, as river work)
 
     @property
     def mode(self) -> str:

@@ -29,6 +29,7 @@ from river_tools.bench import (
     delete_jobs,
     fast_insert,
 )
+from river_tools.gc_tuning import tune_for_worker
 
 POLL = 0.02  # seconds between counts of completed rows
 START_LIMIT = 120.0  # seconds for a worker process to build its client
@@ -68,6 +69,8 @@ def worker_command(plan: BenchPlan) -> list[str]:
             "--max-workers", str(plan.max_workers)]
     if plan.schema:
         argv += ["--schema", plan.schema]
+    if plan.default_gc:
+        argv.append("--default-gc")
     return argv
 
 
@@ -128,6 +131,8 @@ def run_scaling(plan: BenchPlan, processes: int, info: TextIO) -> list[ProcessRu
 
 def _serve(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> None:
     queues = bench_queues(args.max_workers)
+    if not args.default_gc:
+        tune_for_worker()
     if args.driver == "trio":
         import trio
 
@@ -169,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--driver", choices=("sync", "trio"), default="sync")
     parser.add_argument("--max-workers", type=int, required=True)
     parser.add_argument("--schema")
+    parser.add_argument("--default-gc", action="store_true")
     _serve(parser.parse_args(argv), sys.stdin, sys.stdout)
     return 0
 

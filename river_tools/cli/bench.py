@@ -36,6 +36,7 @@ from river_tools.bench import (
 )
 from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError, add_database_flags, database_url
 from river_tools.cli.output import Progress, parse_duration
+from river_tools.gc_tuning import restore, tune_for_worker
 
 DRIVERS = ("sync", "trio")
 
@@ -67,6 +68,9 @@ def register(sub: Any) -> None:
                    "and report the scaling")
     p.add_argument("--wipe", "--yes", "-y", dest="wipe", action="store_true",
                    help="allow deleting the jobs already in the database")
+    p.add_argument("--default-gc", action="store_true",
+                   help="leave the garbage collector as Python sets it (by default tuned as `river work` "
+                   "tunes it)")
     p.set_defaults(func=cmd_bench)
 
 
@@ -108,7 +112,8 @@ def plan_of(args: argparse.Namespace) -> BenchPlan:
                              "use a file, e.g. --database-url sqlite://bench.sqlite3")
         url = f"sqlite://{path}"  # the clients take URLs, not the bare paths the CLI accepts
     return BenchPlan(url=url, schema=args.schema, database=database, driver=args.driver,
-                     max_workers=args.max_workers, total_jobs=args.num_total_jobs, duration=args.duration)
+                     max_workers=args.max_workers, total_jobs=args.num_total_jobs, duration=args.duration,
+                     default_gc=args.default_gc)
 
 
 def migrate_if_needed(plan: BenchPlan, info: TextIO) -> list[int]:
@@ -175,9 +180,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.processes > 1:
         return _bench_processes(plan, args, info, migrated)
     tally = prepare(plan, wipe=args.wipe, info=info)
-    result = run(plan, tally, info)
+    previous = None if plan.default_gc else tune_for_worker()
+    try:
+        result = run(plan, tally, info)
+    finally:
+        if previous is not None:
+            restore(previous)
     if args.json:
-        print(json.dumps({**result.to_json(), "migrated": migrated}))
+        print(json.dumps({**result.to_json(), "migrated": migrated,
+                          "gc": "default" if plan.default_gc else "tuned"}))
     else:
         for line in final_lines(result):
             print(line)

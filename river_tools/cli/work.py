@@ -35,6 +35,7 @@ from river_protocol.errors import RiverError, ValidationError
 from river_sync.client import Client
 from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
 from river_tools.cli.main import EXIT_OK, UsageError
+from river_tools.gc_tuning import restore, tune_for_worker
 
 log = logging.getLogger("river.work")
 
@@ -62,6 +63,9 @@ def register(sub: Any) -> None:
     p.add_argument("--processes", type=_positive, default=1, metavar="N",
                    help="run N worker processes, each with its own client, under a supervisor that passes "
                    "stop signals on and restarts a process that dies (default: 1, no supervisor)")
+    p.add_argument("--default-gc", action="store_true",
+                   help="leave the garbage collector as Python sets it (by default the worker freezes what "
+                   "startup allocated and collects the young generation less often)")
     p.set_defaults(func=cmd_work)
 
 
@@ -194,9 +198,15 @@ def cmd_work(args: argparse.Namespace) -> int:
     tags = f"; tags: {', '.join(tag_filter.tags) or '(untagged only)'}" if tag_filter is not None else ""
     ready = (f"working {described} on {client.database.dialect.name}{tags}; client {client.client_id} "
              "(SIGINT/SIGTERM: stop after running jobs, twice: cancel them)")
-    with _EarlySignals() as early:
-        threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready", daemon=True).start()
-        how = run_until_signalled(client)
+    previous = None if args.default_gc else tune_for_worker()
+    try:
+        with _EarlySignals() as early:
+            threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready",
+                             daemon=True).start()
+            how = run_until_signalled(client)
+    finally:
+        if previous is not None:
+            restore(previous)  # the command may run inside a longer-lived process (tests, embedding)
     log.info("stopped (%s stop)", how)
     return EXIT_OK
 
@@ -258,6 +268,8 @@ def child_command(args: argparse.Namespace) -> list[str]:
         argv += ["--database-url", args.database_url]
     if args.schema:
         argv += ["--schema", args.schema]
+    if args.default_gc:
+        argv.append("--default-gc")
     return argv
 
 

@@ -7,6 +7,7 @@ the figures, never the figures' size.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -171,6 +172,7 @@ def test_json_in_duration_mode(
     assert code == 0, err
     figures = json.loads(out)
     assert figures["mode"] == "continuous" and figures["jobs"] > 0
+    assert figures["gc"] == "tuned" and gc.get_freeze_count() == 0  # restored once the run ended
     assert figures["latency_ms"]["source"] == LATENCY_CLIENT
     assert figures["latency_ms"]["count"] == figures["jobs"]
 

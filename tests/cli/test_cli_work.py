@@ -587,11 +587,13 @@ def test_child_command_repeats_the_flags_without_processes() -> None:
 
     args = argparse.Namespace(target="app:make", log_level="debug", queues=("a", "b"), max_workers=3,
                               tags=("t",), untagged=False, database_url="sqlite://x.db", schema="s",
-                              processes=4)
+                              processes=4, default_gc=False)
     assert child_command(args)[1:] == [
         "-m", "river_tools.cli", "work", "app:make", "--log-level", "debug", "--queues", "a,b",
         "--max-workers", "3", "--tags", "t", "--database-url", "sqlite://x.db", "--schema", "s",
     ]
+    args.default_gc = True
+    assert child_command(args)[-1] == "--default-gc"
 
 
 def test_children_stop_when_the_supervisor_is_killed(
