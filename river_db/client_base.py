@@ -230,7 +230,7 @@ class ClientBase:
             self._producers[queue].finish()
 
     def _on_completer_output(self, out: CompleterOutput) -> None:
-        report_completer_output(out, self._events.publish, self._log)
+        report_completer_output(out, self._events.publish_all, self._log)
         if out.stopped and self._completer is not None:
             self._completer.finish()
 

@@ -63,13 +63,14 @@ def report_producer_output(queue: str, out: ProducerOutput, publish: Callable[[E
                     " available: %s", queue, len(out.reconciled_job_ids), list(out.reconciled_job_ids))
 
 
-def report_completer_output(out: CompleterOutput, publish: Callable[[Event], None],
+def report_completer_output(out: CompleterOutput, publish_all: Callable[[list[Event]], None],
                             log: logging.Logger) -> None:
     """Publish the completions' events and log the outcomes that could not be recorded.
 
     An event names the outcome the stored row bears out, so a subscriber never hears of one
     the database did not record.
     """
+    events: list[Event] = []
     for completion in out.completions:
         if completion.persisted is None:
             log.info(
@@ -78,7 +79,9 @@ def report_completer_output(out: CompleterOutput, publish: Callable[[Event], Non
             )
             continue
         kind = EVENT_FOR_REASON[completion.persisted]
-        publish(Event(kind, job=completion.job, queue=completion.job.queue))
+        events.append(Event(kind, job=completion.job, queue=completion.job.queue))
+    if events:
+        publish_all(events)
     for missing in out.missing:
         log.info("river: job %d was deleted before its outcome was recorded", missing.update.id)
     for dropped in out.dropped:

@@ -125,6 +125,8 @@ class ResumableAttempt:
     def returned(self, result: Any) -> Any:
         """The worker returned ``result``; raises the error a resumable job owes instead, if any."""
         self._settled = True
+        if self._ctx._resumable_state is None:  # no step was opened and none was stored
+            return result
         completed = isinstance(outcome_from_result(result, None), Completed)
         updates, error = settle_run(self._ctx._resumable_state, raised=False, completed=completed)
         self._ctx.metadata_updates.update(updates)

@@ -275,6 +275,7 @@ class Client(ClientBase):
         self._notify_subs: list[NotifySubscription] = []
         self._watchdog: _Watchdog | None = None
         self._job_threads = _JobThreads(self._work)
+        self._chains: dict[int, tuple[Any, Callable[[WorkContext, Any], Any]]] = {}
         self._stopped = threading.Event()
         self._stop_lock = threading.Lock()  # start, stop and runtime queue changes, one at a time
 
@@ -528,7 +529,10 @@ class Client(ClientBase):
     def _call_chain(self, run: JobRun) -> Callable[[WorkContext, Any], Any]:
         worker = run.plan.worker
         assert worker is not None
-        return self._with_middleware(worker.call)
+        cached = self._chains.get(id(worker))  # (worker, chain): the id alone could be reused
+        if cached is None or cached[0] is not worker:
+            cached = self._chains[id(worker)] = (worker, self._with_middleware(worker.call))
+        return cached[1]
 
     def _work(self, run: JobRun) -> None:
         ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)

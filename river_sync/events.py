@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from river_db.events import Event, SubscriptionTimeoutError
@@ -94,9 +94,14 @@ class EventHub:
         return sub
 
     def publish(self, event: Event) -> None:
+        self.publish_all((event,))
+
+    def publish_all(self, events: Sequence[Event]) -> None:
+        """Offer each of ``events``, in order, to every subscription (one lock for them all)."""
         with self._lock:  # offering never blocks
             for sub in self._subs:
-                sub._offer(event)
+                for event in events:
+                    sub._offer(event)
 
     def _remove(self, sub: Subscription) -> None:
         with self._lock:

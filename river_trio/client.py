@@ -631,7 +631,7 @@ class Client(ClientBase):
         error: BaseException | None = None
         trace = ""
         scope = trio.CancelScope()
-        if is_async_worker(worker):
+        if self._async_chain(worker) is not None:
             run.token.scope = scope
             if run.token.cause is not None:
                 scope.cancel()

@@ -8,7 +8,7 @@ drops new events and counts them in ``dropped``. The event type is
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import trio
 
@@ -111,8 +111,13 @@ class EventHub:
         return sub
 
     def publish(self, event: Event) -> None:
+        self.publish_all((event,))
+
+    def publish_all(self, events: Sequence[Event]) -> None:
+        """Offer each of ``events``, in order, to every subscription."""
         for sub in list(self._subs):
-            sub._offer(event)
+            for event in events:
+                sub._offer(event)
 
     def _remove(self, sub: Subscription) -> None:
         if sub in self._subs:

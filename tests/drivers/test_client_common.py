@@ -72,8 +72,34 @@ def test_report_completer_output(caplog: pytest.LogCaptureFixture) -> None:
         Completion(gone, CompletionReason.COMPLETED, persisted=None),  # the row was no longer running
     ))
     with caplog.at_level(logging.INFO, logger=log.name):
-        report_completer_output(out, events.append, log)
+        report_completer_output(out, events.extend, log)
     assert [(e.kind, e.job.id if e.job else None, e.queue) for e in events] == [
         (EventKind.JOB_CANCELLED, 7, job.queue)
     ]
     assert "job 8 was no longer running" in caplog.text
+
+
+def test_publish_all_offers_each_event_in_order_within_kinds_and_bounds() -> None:
+    import trio
+
+    from river_sync.events import EventHub as SyncHub
+    from river_trio.events import EventHub as TrioHub
+
+    def batch() -> list[Event]:
+        return [Event(EventKind.JOB_COMPLETED, job=build_job(Ping(i), id=i)) for i in (1, 2, 3)] + [
+            Event(EventKind.JOB_FAILED, job=build_job(Ping(4), id=4))]
+
+    hub = SyncHub()
+    done, capped = hub.subscribe([EventKind.JOB_COMPLETED]), hub.subscribe(maxsize=2)
+    hub.publish_all(batch())
+    assert [done.get_nowait().job.id for _ in range(3)] == [1, 2, 3]  # type: ignore[union-attr]
+    assert [capped.get_nowait().job.id for _ in range(2)] == [1, 2]  # type: ignore[union-attr]
+    assert capped.dropped == 2
+
+    async def on_trio() -> None:
+        hub = TrioHub()
+        sub = hub.subscribe([EventKind.JOB_FAILED, EventKind.JOB_COMPLETED])
+        hub.publish_all(batch())
+        assert [sub.get_nowait().job.id for _ in range(4)] == [1, 2, 3, 4]  # type: ignore[union-attr]
+
+    trio.run(on_trio)
