@@ -8,7 +8,7 @@ its locks (``_guard``: the sync client's lock; nothing under trio, where one
 thread runs the client), its job runs and its stop.
 
 Driver hooks: ``_bind_database``, ``_unbind_database``, ``_make_leadership``,
-``_init_driver``, ``_start_jobs``, ``_forget``, ``_reconfigured``; the class
+``_init_driver``, ``_start_jobs``, ``_forget_held``, ``_reconfigured``; the class
 attributes ``_log``, ``_clock``, ``_outermost`` (the resumable-steps middleware).
 """
 
@@ -150,7 +150,8 @@ class ClientBase:
         """Start a claim's jobs, in order."""
         raise NotImplementedError
 
-    def _forget(self, run: JobRun) -> None:
+    def _forget_held(self, run: JobRun) -> None:
+        """Drop a run that has been handed on (called with ``_guard`` held)."""
         raise NotImplementedError
 
     def _reconfigured(self) -> None:
@@ -269,16 +270,19 @@ class ClientBase:
     def _finish_run(
         self, run: JobRun, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
     ) -> None:
+        # One acquisition of _guard for the whole hand-off: every job thread passes here.
+        # Posting never blocks (a runner's queue append), so holding it meanwhile is cheap.
         with self._guard:
             finish = self._core.finish_job(
                 run.plan, outcome, now=type(self)._clock(), started_at=run.started_at,
                 cancel_cause=run.token.cause, error_handler_cancel=handler_cancel, metadata_updates=metadata,
             )
-        # Slot first: once the completer commits, a claim may return this job again (see runner).
-        self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
-        if self._completer is not None:
-            self._completer.post(Submit(finish.update, finish.reason, context=run))
-        self._forget(run)
+            # Slot first: once the completer commits, a claim may return this job again (see runner).
+            self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
+            if self._completer is not None:
+                self._completer.post(Submit(finish.update, finish.reason, context=run))
+            # Last: a stop waits for no run to be left before it stops the completer.
+            self._forget_held(run)
 
 
 def queue_still_busy(name: str, timeout: float | None) -> TimeoutError:

@@ -561,16 +561,16 @@ class Client(ClientBase):
     def _release(self, run: JobRun) -> None:
         """Give the slot back without an outcome (the report itself failed)."""
         self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
-        self._forget(run)
-
-    def _forget(self, run: JobRun) -> None:
         with self._lock:
-            self._runs.forget(run)
-            if run.deadline_slot is not None and self._watchdog is not None:
-                self._watchdog.drop(run, run.deadline_slot)
-                run.deadline_slot = None
-            if not self._runs:  # what the only waiter, _stop, waits for
-                self._runs_idle.notify_all()
+            self._forget_held(run)
+
+    def _forget_held(self, run: JobRun) -> None:
+        self._runs.forget(run)
+        if run.deadline_slot is not None and self._watchdog is not None:
+            self._watchdog.drop(run, run.deadline_slot)
+            run.deadline_slot = None
+        if not self._runs:  # what the only waiter, _stop, waits for
+            self._runs_idle.notify_all()
 
     # ---------------------------------------------------------------- runtime queues (client.queues)
 

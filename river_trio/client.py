@@ -660,7 +660,7 @@ class Client(ClientBase):
                 log.exception("river: error handler failed for job %d", run.plan.job.id)
         self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
 
-    def _forget(self, run: JobRun) -> None:
+    def _forget_held(self, run: JobRun) -> None:
         self._runs.forget(run)
         if not self._runs:
             self._runs_empty.set()

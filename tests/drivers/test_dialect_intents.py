@@ -446,6 +446,23 @@ def test_set_state_if_running_leaves_non_running_rows_but_merges_metadata(db: DB
     assert rows[other.id].state is S.AVAILABLE and rows[other.id].finalized_at is None
 
 
+def test_set_state_if_running_plain_completions(db: DB) -> None:
+    kept = _running(db, metadata=b'{"keep":1}')
+    second = _running(db, attempt=2)
+    (other,) = put(db, full(state=S.AVAILABLE))
+    intent = SetStateIfRunning(updates=tuple(
+        SetStateUpdate(id=j.id, state=S.COMPLETED, finalized_at=T0) for j in (kept, second, other)))
+    if db.pg:
+        # Columns no update sets are bound as NULL arrays, which unnest pads with NULLs.
+        params = next(db.ex.dialect.plan(intent)).params
+        assert params[2] is None and params[3] is None and params[5:8] == (None, None, None)
+    rows = {r.id: r for r in db.run(intent)}
+    assert rows[kept.id].state is S.COMPLETED and rows[kept.id].finalized_at == T0
+    assert rows[kept.id].metadata == {"keep": 1} and rows[kept.id].errors == ()
+    assert rows[second.id].attempt == 2 and rows[second.id].state is S.COMPLETED
+    assert rows[other.id].state is S.AVAILABLE and rows[other.id].finalized_at is None
+
+
 # ---------------------------------------------------------------- maintenance
 
 

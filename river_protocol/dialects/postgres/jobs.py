@@ -230,21 +230,29 @@ def _reconcile_claim(d: Any, intent: ReconcileClaim) -> Plan[list[int]]:
     return sorted(int(r[0]) for r in rows)
 
 
+def _column(values: list[Any]) -> list[Any] | None:
+    """``values``, or None when every one is None (bound as a NULL array)."""
+    return values if any(v is not None for v in values) else None
+
+
 def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow]]:
     if not intent.updates:
         return []
     us = intent.updates
     b = binder()
+    # unnest pads a NULL array with NULLs, which every use below reads as "nothing to set"; a
+    # column no update sets (most batches are plain completions) is bound as NULL, not as a list.
+    merging = any(u.metadata_do_merge for u in us)
     input_cte = f"""
         SELECT * FROM unnest(
             {b.p([u.id for u in us])}::bigint[],
             {b.p([u.state.value for u in us])}::text[],
-            {b.p([u.attempt for u in us])}::int[],
-            {b.p([json_text(u.error) if u.error is not None else None for u in us])}::text[],
-            {b.p([u.finalized_at for u in us])}::timestamptz[],
-            {b.p([u.scheduled_at for u in us])}::timestamptz[],
-            {b.p([u.metadata_do_merge for u in us])}::boolean[],
-            {b.p([json_text(u.metadata_updates or b"{}") for u in us])}::text[]
+            {b.p(_column([u.attempt for u in us]))}::int[],
+            {b.p(_column([json_text(u.error) if u.error is not None else None for u in us]))}::text[],
+            {b.p(_column([u.finalized_at for u in us]))}::timestamptz[],
+            {b.p(_column([u.scheduled_at for u in us]))}::timestamptz[],
+            {b.p([u.metadata_do_merge for u in us] if merging else None)}::boolean[],
+            {b.p([json_text(u.metadata_updates or b"{}") for u in us] if merging else None)}::text[]
         ) AS t(id, state, attempt, error, finalized_at, scheduled_at, do_merge, updates)
     """
     now = now_sql(b, intent.now)
