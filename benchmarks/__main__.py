@@ -1,4 +1,4 @@
-"""``python -m benchmarks [pure|sync|trio|all]``: print figures."""
+"""``python -m benchmarks [pure|rounds|sync|trio|all]``: print figures."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import pure
 
         pure.main()
+    if which in ("rounds", "all"):
+        from benchmarks import rounds
+
+        rounds.main(argv[1:] if which == "rounds" else [])
     if which in ("sync", "all"):
         try:
             from benchmarks import sync_driver

@@ -261,6 +261,16 @@ def _child_main(argv: list[str]) -> int:
         from benchmarks import sync_peers
 
         result = sync_peers.run(rest[0], rest[1], int(rest[2]))
+    elif mode == "child-pgqueuer-burn":
+        import asyncio
+
+        from benchmarks import sync_peers
+
+        tasks = int(rest[3]) if rest[3] != "none" else None
+        try:
+            result = asyncio.run(sync_peers.pgqueuer_burn(rest[0], int(rest[1]), int(rest[2]), tasks))
+        except ImportError as exc:
+            result = {"error": f"pgqueuer is not installed here ({exc}); `nox -s bench` installs it"}
     else:
         raise SystemExit(f"unknown child mode {mode!r}")
     print(json.dumps(result), flush=True)

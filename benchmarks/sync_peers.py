@@ -115,6 +115,38 @@ async def _procrastinate(url: str, n: int) -> dict[str, Any]:
             "burn": done / elapsed, "done": done, "rss_mb": _rss_mb()}
 
 
+async def pgqueuer_burn(url: str, n: int, batch_size: int, tasks: int | None) -> dict[str, Any]:
+    """Bulk-load ``n`` no-op jobs, then drain them with one pgqueuer QueueManager configured
+    so; jobs/s and the process's CPU per job during the drain (what ``river bench`` reports)."""
+    import asyncpg
+    from pgqueuer import AsyncpgDriver, Queries, QueueManager
+    from pgqueuer.types import QueueExecutionMode
+
+    conn = await asyncpg.connect(url)
+    queries = Queries(AsyncpgDriver(conn))
+    with suppress(Exception):  # already installed by an earlier round
+        await queries.install()
+    await conn.execute("DELETE FROM pgqueuer")
+    for first in range(0, n, BATCH):
+        size = min(BATCH, n - first)
+        await queries.enqueue(["noop"] * size, [None] * size, [0] * size)
+    qm = QueueManager(Queries(AsyncpgDriver(await asyncpg.connect(url))))
+
+    @qm.entrypoint("noop")
+    async def noop(job: Any) -> None:
+        return None
+
+    start, cpu = time.perf_counter(), time.process_time()
+    with suppress(TimeoutError):
+        await asyncio.wait_for(qm.run(batch_size=batch_size, mode=QueueExecutionMode.drain,
+                                      max_concurrent_tasks=tasks), TIME_LIMIT)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    done = n - int(await conn.fetchval("SELECT count(*) FROM pgqueuer"))
+    await conn.close()
+    return {"version": metadata.version("pgqueuer"), "jobs_per_sec": done / elapsed, "done": done,
+            "client_cpu_us_per_job": cpu / max(done, 1) * 1e6}
+
+
 def run(peer: str, url: str, n: int) -> dict[str, Any]:
     runner = {"pgqueuer": _pgqueuer, "procrastinate": _procrastinate}.get(peer)
     if runner is None:

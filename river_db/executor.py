@@ -14,6 +14,49 @@ from typing import Any
 from river_protocol.dialects.base import Dialect, drive
 from river_protocol.intents import CopyRows, Intent, Statement
 
+_TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK: the statement returned rows (maybe none)
+_BINARY_CURSORS: dict[type, bool] = {}
+
+
+def _takes_binary(cursor_type: type) -> bool:
+    """Whether a psycopg 3 cursor class can return binary results: client-side binding cursors
+    (Django's, for one) can't."""
+    known = _BINARY_CURSORS.get(cursor_type)
+    if known is None:
+        from psycopg import ClientCursor  # a psycopg cursor is in hand, so psycopg is installed
+
+        known = _BINARY_CURSORS[cursor_type] = not issubclass(cursor_type, ClientCursor)
+    return known
+
+
+def execute_step(conn: Any, step: Statement | CopyRows) -> list[tuple[Any, ...]]:
+    """Run one statement on a blocking DB-API connection (psycopg 3, sqlite3-style, or a caller's)."""
+    if isinstance(step, CopyRows):
+        cols = ", ".join(step.columns)
+        with conn.cursor() as cur, cur.copy(f"COPY {step.table} ({cols}) FROM STDIN") as copy:
+            for row in step.rows:
+                copy.write_row(row)
+        return []
+    cur = conn.cursor()
+    try:
+        # A psycopg 3 cursor: its result says whether rows came back (``description`` would
+        # build a Column per column on every statement) and it can take binary results.
+        result = getattr(cur, "pgresult", False)
+        if result is False:
+            cur.execute(step.sql, step.params)
+            fetch = step.fetch and cur.description is not None
+        else:
+            cur.execute(step.sql, step.params, binary=step.binary and _takes_binary(type(cur)))
+            result = cur.pgresult
+            fetch = step.fetch and result is not None and result.status == _TUPLES_OK
+        if fetch:
+            rows = cur.fetchall()
+            # psycopg's default rows are tuples already; copy only other row types.
+            return rows if not rows or type(rows[0]) is tuple else [tuple(r) for r in rows]
+        return []
+    finally:
+        cur.close()
+
 
 class Executor:
     def __init__(self, conn: Any, dialect: Dialect, *, in_caller_tx: bool = False) -> None:
@@ -22,22 +65,7 @@ class Executor:
         self._in_tx = in_caller_tx
 
     def execute(self, step: Statement | CopyRows) -> list[tuple[Any, ...]]:
-        if isinstance(step, CopyRows):
-            cols = ", ".join(step.columns)
-            with self.conn.cursor() as cur, cur.copy(f"COPY {step.table} ({cols}) FROM STDIN") as copy:
-                for row in step.rows:
-                    copy.write_row(row)
-            return []
-        cur = self.conn.cursor()
-        try:
-            cur.execute(step.sql, step.params)
-            if step.fetch and cur.description is not None:
-                rows = cur.fetchall()
-                # psycopg's default rows are tuples already; copy only other row types.
-                return rows if not rows or type(rows[0]) is tuple else [tuple(r) for r in rows]
-            return []
-        finally:
-            cur.close()
+        return execute_step(self.conn, step)
 
     @contextmanager
     def transaction(self) -> Iterator[Executor]:

@@ -29,6 +29,9 @@ class Statement:
     sql: str
     params: tuple[Any, ...] = ()
     fetch: bool = True
+    # Ask for the result rows in Postgres's binary format where the driver can (psycopg 3): the
+    # same values, parsed faster. For the statements that return a row per job.
+    binary: bool = False
 
 
 @dataclass(frozen=True, slots=True)

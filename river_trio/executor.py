@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 import outcome
 import trio
 
+from river_db.executor import execute_step
 from river_protocol.dialects.base import Dialect, Plan, drive
 from river_protocol.intents import CopyRows, Intent, Statement
 
@@ -70,24 +71,6 @@ def connection_kind(conn: Any) -> str:
     """'postgres' for a psycopg 3 connection, else 'sqlite' (sqlite3-style)."""
     module = type(conn).__module__
     return "postgres" if module.startswith("psycopg") else "sqlite"
-
-
-def execute_step(conn: Any, step: Statement | CopyRows) -> list[tuple[Any, ...]]:
-    """Run one statement on a blocking DB-API connection (call from a worker thread)."""
-    if isinstance(step, CopyRows):
-        cols = ", ".join(step.columns)
-        with conn.cursor() as cur, cur.copy(f"COPY {step.table} ({cols}) FROM STDIN") as copy:
-            for row in step.rows:
-                copy.write_row(row)
-        return []
-    cur = conn.cursor()
-    try:
-        cur.execute(step.sql, step.params)
-        if step.fetch and cur.description is not None:
-            return [tuple(r) for r in cur.fetchall()]
-        return []
-    finally:
-        cur.close()
 
 
 def _single(step: Statement | CopyRows) -> Plan[list[tuple[Any, ...]]]:

@@ -463,6 +463,40 @@ def test_set_state_if_running_plain_completions(db: DB) -> None:
     assert rows[other.id].state is S.AVAILABLE and rows[other.id].finalized_at is None
 
 
+def test_rows_per_job_come_back_binary_on_postgres_with_the_same_values(db: DB) -> None:
+    from dataclasses import replace
+
+    from river_db.executor import execute_step
+
+    (row,) = put(db, full(state=S.AVAILABLE, tags=("t",), metadata=b'{"m":[1,"x"]}', priority=2,
+                          unique_key=b"\x01k", unique_states=3, errors=(err(1), err(2, "two"))))
+    claim = next(db.ex.dialect.plan(ClaimJobs(queue=row.queue, limit=5, client_id="c")))
+    assert claim.binary is db.pg  # SQLite has no such format; its dialect never asks
+    if not db.pg:
+        return
+    binary = execute_step(db.conn, claim)
+    db.conn.execute(f"UPDATE river_job SET state = 'available', attempt = 0, attempted_by = NULL"
+                    f" WHERE id = {row.id}")
+    text = execute_step(db.conn, replace(claim, binary=False))
+    assert len(binary) == len(text) == 1
+    assert [v for i, v in enumerate(binary[0]) if i != 8] == [v for i, v in enumerate(text[0]) if i != 8]
+    from_binary, from_text = job_row_from_pg(binary[0]), job_row_from_pg(text[0])
+    assert replace(from_binary, attempted_at=None) == replace(from_text, attempted_at=None)
+    assert from_binary.tags == ("t",) and len(from_binary.errors) == 2 and from_binary.unique_states == 3
+
+
+@pytest.mark.postgres
+def test_client_side_cursors_get_the_same_rows_in_text(migrated_pg: str) -> None:
+    import psycopg
+
+    with psycopg.connect(migrated_pg, autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
+        conn.execute("TRUNCATE " + ", ".join(ALL_TABLES) + " RESTART IDENTITY")
+        ex = Executor(conn, PostgresDialect())
+        (inserted,) = ex.run(InsertJobs(jobs=(job(),)))
+        (claimed,) = ex.run(ClaimJobs(queue=inserted.job.queue, limit=1, client_id="c"))
+    assert claimed.id == inserted.job.id and claimed.state is S.RUNNING and claimed.attempted_by == ("c",)
+
+
 # ---------------------------------------------------------------- maintenance
 
 

@@ -73,7 +73,7 @@ def _insert_jobs(d: Any, intent: InsertJobs) -> Plan[list[InsertResult]]:
         RETURNING {JOB_COLUMNS}, (xmax <> 0)
     """
     # RETURNING follows the SELECT's order (as Go relies on as well).
-    rows = yield Statement(sql, tuple(b.params))
+    rows = yield Statement(sql, tuple(b.params), binary=True)
     inserted = [(job_row_from_pg(r), bool(r[-1])) for r in rows]
     return results_in_input_order(intent.jobs, inserted, source)
 
@@ -151,7 +151,7 @@ def _insert_full_jobs(d: Any, intent: InsertFullJobs) -> Plan[list[JobRow]]:
         ORDER BY n
         RETURNING {JOB_COLUMNS}
     """
-    rows = yield Statement(sql, tuple(b.params))
+    rows = yield Statement(sql, tuple(b.params), binary=True)
     return job_rows(rows)
 
 
@@ -203,7 +203,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
         WHERE j.id = locked.id
         RETURNING {pg_job_columns("j")}
     """
-    rows = yield Statement(sql, tuple(b.params))
+    rows = yield Statement(sql, tuple(b.params), binary=True)
     return job_rows(rows)
 
 
@@ -291,7 +291,7 @@ def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow
         WHERE j.id IN (SELECT id FROM input) AND j.id NOT IN (SELECT id FROM updated)
         ORDER BY 1
     """
-    rows = yield Statement(sql, tuple(b.params))
+    rows = yield Statement(sql, tuple(b.params), binary=True)
     return job_rows(rows)
 
 
