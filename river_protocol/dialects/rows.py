@@ -10,6 +10,7 @@ nine fractional digits in error times), so its parser is lenient.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -141,7 +142,7 @@ def _json_object(value: Any) -> dict[str, Any]:
 
 
 def _strings_raw(value: Any) -> Sequence[Any]:
-    if value is None:
+    if value is None or value == "[]":
         return ()
     if isinstance(value, (list, tuple)):
         return value
@@ -154,11 +155,23 @@ def _strings_raw(value: Any) -> Sequence[Any]:
 
 
 def _strings(value: Any) -> tuple[str, ...]:
-    strings = _strings_raw(value)
+    if value.__class__ is str:
+        return _strings_of_text(value)
+    return _checked_strings(_strings_raw(value))
+
+
+def _checked_strings(strings: Sequence[Any]) -> tuple[str, ...]:
     for s in strings:
         if s.__class__ is not str:
             raise ValidationError(f"expected strings, found {s!r}")
     return tuple(strings)
+
+
+# SQLite hands attempted_by and tags back as JSON text, the same text for every job of a
+# claim (one client id); the tuples are immutable, so recent texts are remembered.
+@functools.lru_cache(maxsize=1024)
+def _strings_of_text(text: str) -> tuple[str, ...]:
+    return _checked_strings(_strings_raw(text))
 
 
 def _errors(elements: Sequence[Any]) -> tuple[AttemptError, ...]:
@@ -201,7 +214,9 @@ def job_row_from_sqlite(row: Sequence[Any]) -> JobRow:
     """A row selected with ``sqlite_job_columns()`` (errors arrive as one JSON array)."""
     try:
         raw = row[13]
-        elements: list[Any] = json.loads(_json_text(raw)) if raw is not None else []
+        if raw is None or raw == "[]":
+            return _job_row(row, errors=())
+        elements: list[Any] = json.loads(_json_text(raw))
         return _job_row(row, errors=_errors(elements or []))
     except _UNREADABLE:
         return _lenient_job_row(row, _sqlite_error_elements)

@@ -450,8 +450,10 @@ def test_set_state_if_running_plain_completions(db: DB) -> None:
     kept = _running(db, metadata=b'{"keep":1}')
     second = _running(db, attempt=2)
     (other,) = put(db, full(state=S.AVAILABLE))
+    asked = _running(db, metadata=b'{"cancel_attempted_at":"2031-03-04T12:00:00Z"}')  # success wins
     intent = SetStateIfRunning(updates=tuple(
-        SetStateUpdate(id=j.id, state=S.COMPLETED, finalized_at=T0) for j in (kept, second, other)))
+        SetStateUpdate(id=j, state=S.COMPLETED, finalized_at=T0)
+        for j in (kept.id, second.id, other.id, asked.id, 999_999)))
     if db.pg:
         # Columns no update sets are bound as NULL arrays, which unnest pads with NULLs.
         params = next(db.ex.dialect.plan(intent)).params
@@ -461,6 +463,8 @@ def test_set_state_if_running_plain_completions(db: DB) -> None:
     assert rows[kept.id].metadata == {"keep": 1} and rows[kept.id].errors == ()
     assert rows[second.id].attempt == 2 and rows[second.id].state is S.COMPLETED
     assert rows[other.id].state is S.AVAILABLE and rows[other.id].finalized_at is None
+    assert rows[asked.id].state is S.COMPLETED and 999_999 not in rows
+    assert list(rows) == sorted(rows)
 
 
 def test_rows_per_job_come_back_binary_on_postgres_with_the_same_values(db: DB) -> None:

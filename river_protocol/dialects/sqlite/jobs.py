@@ -41,6 +41,7 @@ from river_protocol.intents import (
     Statement,
 )
 from river_protocol.job import JobRow
+from river_protocol.states import JobState
 
 _NONCE_KEY = metadata_keys.UNIQUE_NONCE
 
@@ -269,9 +270,52 @@ def _set_state_one(d: Any, u: SetStateUpdate, now: datetime | None) -> Statement
     return Statement(sql, tuple(b.params))
 
 
+def _plain_completion(u: SetStateUpdate) -> bool:
+    """Completed with nothing else to set: no cancel override, error, attempt, schedule or merge."""
+    return (u.state is JobState.COMPLETED and u.error is None and u.attempt is None
+            and u.scheduled_at is None and not u.metadata_do_merge)
+
+
+def _complete_plain(d: Any, updates: list[SetStateUpdate]) -> Plan[list[JobRow]]:
+    """Plain completions in two statements, whatever their number, to the rows ``_set_state_one``
+    would leave: the running ones updated, the others as they are.
+
+    ``+j.state`` keeps SQLite off the state index: with it, the planner loops over every running
+    row and scans the batch for each (4 s for 2,000 of each); without, it looks each batch entry
+    up by rowid (14 ms)."""
+    pairs = json.dumps([[u.id, sqlite_time(u.finalized_at)] for u in updates])
+    rows = yield Statement(f"""
+        UPDATE {d.prefix}river_job AS j
+        SET state = 'completed', finalized_at = coalesce(i.finalized_at, j.finalized_at)
+        FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS finalized_at
+              FROM json_each(?)) AS i
+        WHERE j.id = i.id AND +j.state = 'running'
+        RETURNING {JOB_COLUMNS}
+    """, (pairs,))
+    done = job_rows(rows)
+    updated = {job.id for job in done}
+    rest = [u.id for u in updates if u.id not in updated]
+    if rest:
+        rows = yield Statement(
+            f"SELECT {JOB_COLUMNS} FROM {d.prefix}river_job WHERE id IN (SELECT value FROM json_each(?))",
+            (json_list(rest),),
+        )
+        done.extend(job_rows(rows))
+    return done
+
+
 def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow]]:
     out: list[JobRow] = []
+    # SQLite has no unnest: a job a statement, except for the batch's plain completions.
+    plain = [u for u in intent.updates if _plain_completion(u)]
+    if len(plain) < 2:  # one gains nothing from the batch statement
+        plain = []
+    else:
+        out.extend((yield from _complete_plain(d, plain)))
+    batched = {u.id for u in plain}
     for u in intent.updates:
+        if u.id in batched:
+            continue
         rows = yield _set_state_one(d, u, intent.now)
         if not rows:
             # Not running (or gone): only metadata may change (§8.1).

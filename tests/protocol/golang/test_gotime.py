@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from river_protocol.errors import ValidationError
@@ -88,7 +88,34 @@ def test_parse_time_rejects_garbage() -> None:
         parse_time("yesterday")
 
 
-@given(st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)))
+@given(st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)))
 def test_gotime_round_trips_datetimes(value: datetime) -> None:
     assert to_gotime(value).to_datetime() == value
     assert parse_time(format_rfc3339nano(value)) == value
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="0123456789", min_size=17, max_size=17))
+def test_sqlite_text_shortcut_reads_as_the_general_parser_does(digits: str) -> None:
+    # "YYYY-MM-DD HH:MM:SS.fff" takes the C parser; the same fields written as RFC 3339 with "Z"
+    # take the general one. Both accept or both refuse, and agree when they accept.
+    d = digits
+    sqlite = f"{d[:4]}-{d[4:6]}-{d[6:8]} {d[8:10]}:{d[10:12]}:{d[12:14]}.{d[14:]}"
+    rfc = sqlite.replace(" ", "T") + "Z"
+
+    def read(text: str) -> object:
+        try:
+            return parse_time(text)
+        except ValidationError:
+            return "refused"
+
+    assert read(sqlite) == read(rfc)
+    value = read(sqlite)
+    assert value == "refused" or (isinstance(value, datetime) and value.tzinfo is UTC)
+
+
+@given(st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)))
+def test_sqlite_text_written_by_river_reads_back_to_the_millisecond(value: datetime) -> None:
+    text = format_sqlite_time(value)
+    assert parse_time(text) == parse_time(text.replace(" ", "T") + "Z")
+    assert abs(parse_time(text) - value) <= timedelta(microseconds=500)
