@@ -11,11 +11,14 @@ from typing import ClassVar
 
 from river_protocol.args import arg_field
 from river_protocol.dialects.postgres import PostgresDialect
+from river_protocol.dialects.rows import job_row_from_pg
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.golang import encoding_json
 from river_protocol.intents import ClaimJobs, SetStateIfRunning, SetStateUpdate
+from river_protocol.job import JobRow
 from river_protocol.machines.base import Tick
-from river_protocol.machines.completer import Completer, CompletionReason, Submit
+from river_protocol.machines.completer import Completer, CompletionReason, Submit, Submits
+from river_protocol.outcomes import Completed, outcome_to_update
 from river_protocol.states import JobState
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -81,6 +84,23 @@ def run() -> list[tuple[str, float]]:
         completer.handle(Tick(), NOW)
 
     results.append(("completer: submit event, per job", per_op(completer_round) / 101))
+
+    def completer_batch_round() -> None:
+        completer = Completer(random.Random(1))
+        completer.handle(Submits(tuple(Submit(u, CompletionReason.COMPLETED) for u in updates)), NOW)
+        completer.handle(Tick(), NOW)
+
+    # What the drivers hand over: a run of queued submits as one event (take_event).
+    results.append(("completer: 100 submits as one event, per job", per_op(completer_batch_round) / 100))
+    job = JobRow(id=1, kind="send_email", encoded_args=encoding_json.encode_args(args),
+                 state=JobState.RUNNING, attempt=1, attempted_at=NOW, created_at=NOW, scheduled_at=NOW)
+    results.append(("plain completion (outcome_to_update)",
+                    per_op(lambda: outcome_to_update(job, Completed(), now=NOW, started_at=NOW))))
+    results.append(("decode args (6-field dataclass)",
+                    per_op(lambda: encoding_json.decode_args(SendEmail, job.encoded_args))))
+    row = (1, "send_email", job.encoded_args.decode(), "running", "default", 1, 1, 25, NOW, ["client"],
+           NOW, None, NOW, None, "{}", [], None, None)
+    results.append(("read a claimed Postgres row (job_row_from_pg)", per_op(lambda: job_row_from_pg(row))))
     return results
 
 
