@@ -133,6 +133,9 @@ def _scheduled(value: datetime | GoTime | None) -> datetime | None:
     return require_aware(value, "scheduled_at")
 
 
+_NO_OPTS = InsertOpts()  # frozen: one serves every insert that passes none
+
+
 def resolve_insert_params(
     kind: str,
     encoded_args: bytes,
@@ -152,8 +155,8 @@ def resolve_insert_params(
     and tags are not merged, as in Go. Raises ``ValidationError`` for bad options
     and ``UniqueKeyError`` when the unique key cannot be built.
     """
-    opts = insert_opts or InsertOpts()
-    defaults = args_opts or InsertOpts()
+    opts = insert_opts or _NO_OPTS
+    defaults = args_opts or _NO_OPTS
     if not 1 <= len(kind) <= KIND_MAX_LEN:
         raise ValidationError(f"job kind must be 1 to {KIND_MAX_LEN} characters long, got {kind!r}")
 
