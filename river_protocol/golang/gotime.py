@@ -116,7 +116,9 @@ def format_sqlite_time(value: datetime) -> str:
     utc = require_aware(value).astimezone(UTC)
     millis_total = (utc.microsecond + 500) // 1000
     utc = utc.replace(microsecond=0) + timedelta(milliseconds=millis_total)
-    return utc.strftime("%Y-%m-%d %H:%M:%S") + f".{utc.microsecond // 1000:03d}"
+    # Not strftime: glibc writes year 999 as "999", which neither sorts nor reads back.
+    return (f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d} {utc.hour:02d}:{utc.minute:02d}:"
+            f"{utc.second:02d}.{utc.microsecond // 1000:03d}")
 
 
 _TIME_RE = re.compile(
