@@ -157,6 +157,48 @@ async def child_burn(
             "rss_mb": _peak_rss_mb(), "rss_idle_mb": rss_idle}
 
 
+LOOP_JOBS = 2_000
+LOOP_TICK = 0.005  # seconds
+
+
+async def child_loop_gaps(url: str) -> dict[str, Any]:
+    """How late a task sleeping 5 ms at a time wakes while the client works ``LOOP_JOBS`` jobs
+    (max_workers 100, cooldown 5 ms): whether the client ever holds the loop."""
+    from river_trio import Client
+
+    tune_for_worker()
+    done = trio.Event()
+    count = 0
+
+    async def work(args: Noop) -> None:
+        nonlocal count
+        count += 1
+        if count == LOOP_JOBS:
+            done.set()
+
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = trio.current_time()
+        while True:
+            await trio.sleep(LOOP_TICK)
+            now = trio.current_time()
+            gaps.append(now - last - LOOP_TICK)
+            last = now
+
+    queue = _queue(BURN_MAX_WORKERS, 5.0, 50.0)
+    client = Client(url, workers=_async_workers(work), queues={"default": queue},
+                    fetch_cooldown=timedelta(milliseconds=5))
+    async with client, trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        with trio.fail_after(CHILD_TIMEOUT):
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    gaps.sort()
+    return {"ticks": len(gaps), "p99_ms": gaps[int(len(gaps) * 0.99)] * 1000 if gaps else None,
+            "max_ms": gaps[-1] * 1000 if gaps else None}
+
+
 async def child_latency(url: str, out_path: str, cooldown_ms: float, poll_ms: float) -> dict[str, Any]:
     """Works jobs until stdin closes; writes {job id: [start, completion event]} (epoch seconds)."""
     from river_trio import Client, EventKind
@@ -195,6 +237,8 @@ def _child_main(argv: list[str]) -> int:
         result = trio.run(child_burn, rest[0], int(rest[1]), int(rest[2]), float(rest[3]), float(rest[4]))
     elif mode == "child-latency":
         result = trio.run(child_latency, rest[0], rest[1], float(rest[2]), float(rest[3]))
+    elif mode == "child-loop-gaps":
+        result = trio.run(child_loop_gaps, rest[0])
     else:
         raise SystemExit(f"unknown child mode {mode!r}")
     print(json.dumps(result), flush=True)
@@ -202,6 +246,12 @@ def _child_main(argv: list[str]) -> int:
 
 
 # ---------------------------------------------------------------- burn-down and latency (parent)
+
+
+def bench_loop_gaps(url: str) -> dict[str, Any]:
+    _empty_jobs(url)
+    trio.run(_fast_insert, url, LOOP_JOBS)
+    return _run_child(["child-loop-gaps", url])
 
 
 def bench_burn(url: str, n: int, cooldown_ms: float, poll_ms: float) -> dict[str, Any]:
@@ -260,6 +310,15 @@ def run_system(system: str, scratch: Scratch, opts: argparse.Namespace) -> dict[
                 print(f"   {burn['rate']:,.0f} jobs/s ({burn['elapsed']:.2f} s), client CPU "
                       f"{burn['cpu_us_per_job']:.1f} us/job; worker process peak RSS "
                       f"{burn['rss_mb']:.0f} MB ({burn['rss_idle_mb']:.0f} MB before start)")
+    with _section(f"river-trio / {system}: loop responsiveness while working {LOOP_JOBS:,} jobs "
+                  f"(a task sleeping {LOOP_TICK * 1000:g} ms at a time)"):
+        gaps = bench_loop_gaps(url)
+        res["loop_gaps"] = gaps
+        if "error" in gaps:
+            print(f"   failed: {gaps['error']}")
+        elif gaps["ticks"]:
+            print(f"   {gaps['ticks']} wake-ups; late by p99 {gaps['p99_ms']:.1f} ms, "
+                  f"max {gaps['max_ms']:.1f} ms")
     # With notifications on, the poll is only a fallback; a poll's claim in flight delays the
     # claim a notification asks for, so the last setting keeps River's 1 s poll.
     for label, cooldown, poll in (("cooldown 100 ms, poll 1 s", 100.0, 1000.0),
