@@ -68,12 +68,16 @@ _PG_CASTS = {
     "unique_states": "{}::int",
 }
 
+# json() raises on a malformed value, which would fail the whole statement: one row another
+# writer got wrong would stall its queue. Such a value comes back as stored instead, for the
+# lenient reader to mark (json_valid flags 10: JSON5 text, or JSONB that json() can read).
+_SQLITE_JSON = "CASE WHEN json_valid({0}, 10) THEN json({0}) ELSE {0} END"
 _SQLITE_CASTS = {
-    "args": "json({})",
-    "attempted_by": "json({})",
-    "errors": "json({})",
-    "metadata": "json({})",
-    "tags": "json({})",
+    "args": _SQLITE_JSON,
+    "attempted_by": _SQLITE_JSON,
+    "errors": _SQLITE_JSON,
+    "metadata": _SQLITE_JSON,
+    "tags": _SQLITE_JSON,
 }
 
 
