@@ -191,6 +191,9 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
         raise ValidationError("a claim takes either tags_any or untagged_only, not both")
     b = binder()
     keep = intent.max_attempted_by - 1
+    # A list another writer stored as malformed JSON is read as empty: JSON functions on it
+    # would fail the claim, and with it every claim of the queue.
+    earlier = "(CASE WHEN json_valid(river_job.attempted_by, 10) THEN river_job.attempted_by END)"
     sql = f"""
         UPDATE {d.prefix}river_job
         SET state = 'running',
@@ -199,8 +202,8 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
             attempted_by = jsonb_insert(
                 coalesce((
                     SELECT jsonb_group_array(kept.value) FROM (
-                        SELECT value FROM json_each(river_job.attempted_by)
-                        WHERE key >= json_array_length(river_job.attempted_by) - {b.p(keep)}
+                        SELECT value FROM json_each({earlier})
+                        WHERE key >= json_array_length({earlier}) - {b.p(keep)}
                         ORDER BY key
                     ) AS kept
                 ), jsonb('[]')),

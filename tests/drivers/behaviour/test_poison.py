@@ -183,3 +183,20 @@ def test_repeated_claim_failure_is_a_warning_with_its_cause(h: Harness, client_d
     finally:
         root.removeHandler(waiter)
         _claims_fail(client_db_url, False)
+
+
+@pytest.mark.parametrize("client_db_url", ["sqlite"], indirect=True)
+def test_sqlite_malformed_attempted_by_does_not_stop_the_claim(h: Harness, client_db_url: str) -> None:
+    seen: list[str] = []
+    workers = h.workers(lambda args: seen.append(args.name), Task)
+    client = fast_client(h, client_db_url, workers)
+    odd = client.insert(Task("odd")).job.id
+    _corrupt(client_db_url, odd, "attempted_by = '[\"a\",'")
+    good = [client.insert(Task(f"good-{i}")).job.id for i in range(5)]
+    sub = client.subscribe([EventKind.JOB_COMPLETED, EventKind.JOB_FAILED])
+    with client:
+        wait_for_all(sub, [odd, *good])
+    assert sorted(seen) == sorted(["odd", *(f"good-{i}" for i in range(5))])
+    stored = row(client_db_url, odd)
+    # The unreadable list was read as empty: the claim's own client id is all it holds now.
+    assert stored.state is JobState.COMPLETED and stored.attempted_by == (client.client_id,)
