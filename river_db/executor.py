@@ -39,16 +39,15 @@ def execute_step(conn: Any, step: Statement | CopyRows) -> list[tuple[Any, ...]]
         return []
     cur = conn.cursor()
     try:
-        # A psycopg 3 cursor: its result says whether rows came back (``description`` would
-        # build a Column per column on every statement) and it can take binary results.
-        result = getattr(cur, "pgresult", False)
-        if result is False:
-            cur.execute(step.sql, step.params)
-            fetch = step.fetch and cur.description is not None
-        else:
+        if hasattr(cur, "pgresult"):
+            # psycopg 3: its result says whether rows came back (``description`` would build
+            # a Column per column on every statement), and it can return binary results.
             cur.execute(step.sql, step.params, binary=step.binary and _takes_binary(type(cur)))
             result = cur.pgresult
             fetch = step.fetch and result is not None and result.status == _TUPLES_OK
+        else:
+            cur.execute(step.sql, step.params)
+            fetch = step.fetch and cur.description is not None
         if fetch:
             rows = cur.fetchall()
             # psycopg's default rows are tuples already; copy only other row types.

@@ -13,6 +13,8 @@ nothing that becomes garbage is kept longer than the next collection of its gene
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 YOUNG_THRESHOLD = 10_000  # allocations between young collections (CPython's default: 700)
 
@@ -31,3 +33,17 @@ def restore(thresholds: tuple[int, int, int]) -> None:
     """Undo ``tune_for_worker`` (thresholds back, frozen objects collectable again)."""
     gc.unfreeze()
     gc.set_threshold(*thresholds)
+
+
+@contextmanager
+def tuned_for_worker(enabled: bool = True) -> Iterator[None]:
+    """``tune_for_worker`` while open (when ``enabled``), then ``restore``: a command may run
+    inside a longer-lived process (tests, embedding)."""
+    if not enabled:
+        yield
+        return
+    previous = tune_for_worker()
+    try:
+        yield
+    finally:
+        restore(previous)

@@ -36,7 +36,7 @@ from river_tools.bench import (
 )
 from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError, add_database_flags, database_url
 from river_tools.cli.output import Progress, parse_duration
-from river_tools.gc_tuning import restore, tune_for_worker
+from river_tools.gc_tuning import tuned_for_worker
 
 DRIVERS = ("sync", "trio")
 
@@ -180,12 +180,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.processes > 1:
         return _bench_processes(plan, args, info, migrated)
     tally = prepare(plan, wipe=args.wipe, info=info)
-    previous = None if plan.default_gc else tune_for_worker()
-    try:
+    with tuned_for_worker(not plan.default_gc):
         result = run(plan, tally, info)
-    finally:
-        if previous is not None:
-            restore(previous)
     if args.json:
         print(json.dumps({**result.to_json(), "migrated": migrated,
                           "gc": "default" if plan.default_gc else "tuned"}))

@@ -35,7 +35,7 @@ from river_protocol.errors import RiverError, ValidationError
 from river_sync.client import Client
 from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
 from river_tools.cli.main import EXIT_OK, UsageError
-from river_tools.gc_tuning import restore, tune_for_worker
+from river_tools.gc_tuning import tuned_for_worker
 
 log = logging.getLogger("river.work")
 
@@ -198,15 +198,9 @@ def cmd_work(args: argparse.Namespace) -> int:
     tags = f"; tags: {', '.join(tag_filter.tags) or '(untagged only)'}" if tag_filter is not None else ""
     ready = (f"working {described} on {client.database.dialect.name}{tags}; client {client.client_id} "
              "(SIGINT/SIGTERM: stop after running jobs, twice: cancel them)")
-    previous = None if args.default_gc else tune_for_worker()
-    try:
-        with _EarlySignals() as early:
-            threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready",
-                             daemon=True).start()
-            how = run_until_signalled(client)
-    finally:
-        if previous is not None:
-            restore(previous)  # the command may run inside a longer-lived process (tests, embedding)
+    with tuned_for_worker(not args.default_gc), _EarlySignals() as early:
+        threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready", daemon=True).start()
+        how = run_until_signalled(client)
     log.info("stopped (%s stop)", how)
     return EXIT_OK
 

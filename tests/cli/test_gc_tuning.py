@@ -33,3 +33,14 @@ def test_garbage_made_after_tuning_is_still_collected() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "True"
+
+
+def test_tuned_for_worker_restores_on_exit_and_can_be_turned_off() -> None:
+    from river_tools.gc_tuning import tuned_for_worker
+
+    before = gc.get_threshold()
+    with tuned_for_worker():
+        assert gc.get_freeze_count() > 0 and gc.get_threshold()[0] >= YOUNG_THRESHOLD
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    with tuned_for_worker(False):
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
