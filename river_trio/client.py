@@ -39,6 +39,7 @@ import inspect
 import logging
 import math
 import traceback
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -142,6 +143,54 @@ class _Deadlines:
                         action(run)
                     except Exception:
                         log.exception("river: a deadline action failed")
+
+
+# ---------------------------------------------------------------- job tasks
+
+
+class _JobTasks:
+    """Runs waiting for a job task, and the job tasks parked waiting for a run.
+
+    ``submit`` wakes one parked task per run, or says a new task is needed when
+    none is parked, so there is a task for every queued run; tasks never exceed
+    the most runs in progress at once, and they stay parked until the client's
+    nursery ends.
+    """
+
+    def __init__(self) -> None:
+        self._runs: deque[JobRun] = deque()
+        self._parked = trio.lowlevel.ParkingLot()
+
+    def submit(self, run: JobRun) -> bool:
+        """Queue ``run``; True when the caller must start a task (``Client._job_task``) for it."""
+        self._runs.append(run)
+        if self._parked:
+            self._parked.unpark()
+            return False
+        return True
+
+    async def take(self) -> JobRun:
+        # A woken task may find its run taken by one that finished meanwhile: it parks again.
+        while not self._runs:
+            await self._parked.park()
+        return self._runs.popleft()
+
+
+def _holds_cancelled(exc: BaseException) -> bool:
+    """``trio.Cancelled``, or a group holding one (a worker's own nursery, cancelled)."""
+    if isinstance(exc, trio.Cancelled):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(trio.Cancelled) is not None
+
+
+_Ended = tuple[Any, BaseException | None, str]  # a worker's result, error and traceback text
+
+
+def _interrupted(run: JobRun) -> _Ended:
+    """The ending of a run its token's cancellation interrupted."""
+    cause = run.token.cause
+    assert cause is not None
+    return None, WorkCancelled(cause), ""
 
 
 # ---------------------------------------------------------------- database argument
@@ -262,6 +311,7 @@ class Client(ClientBase):
         self._stopped = trio.Event()  # run() has returned
         self._runtime_exited = False
         self._deadlines = _Deadlines()
+        self._job_tasks = _JobTasks()
         self._chains: dict[int, tuple[WorkerEntry, CallNext | None]] = {}
         self._open_lock = trio.Lock()
         self._cm_nursery: Any = None
@@ -557,8 +607,9 @@ class Client(ClientBase):
             if plan.immediate is not None:
                 self._finish_run(run, plan.immediate, metadata={})
                 continue
-            assert self._nursery is not None
-            self._nursery.start_soon(self._work, run, name=f"river-job-{job.id}")
+            if self._job_tasks.submit(run):
+                assert self._nursery is not None
+                self._nursery.start_soon(self._job_task, name="river-job-task")
 
     def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
         """The middleware chain around an async worker, built once per worker; None for a sync one."""
@@ -574,13 +625,8 @@ class Client(ClientBase):
         self._chains[id(worker)] = (worker, chain)
         return chain
 
-    def _call_chain(self, run: JobRun) -> CallNext:
-        worker = run.plan.worker
-        assert worker is not None
-        chain = self._async_chain(worker)
-        if chain is not None:
-            return chain
-
+    def _sync_chain(self, worker: WorkerEntry) -> CallNext:
+        """The middleware chain around a sync worker, which runs in a thread."""
         async def call(ctx: WorkContext, args: Any) -> Any:
             result = await self._in_thread(lambda: worker.call(ctx, args))
             return await _maybe_await(result)
@@ -622,16 +668,37 @@ class Client(ClientBase):
         """A sync worker: its thread can't be interrupted, so the timer only sets its token."""
         return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
 
-    async def _work(self, run: JobRun) -> None:
+    async def _job_task(self) -> None:
+        """A long-lived job task: works runs from ``_job_tasks`` until the client's nursery ends.
+
+        Its runs share one cancel scope, which their tokens cancel; a scope can't be
+        reopened, so once one is cancelled the rest of that run's ending happens outside
+        it and the task goes on in a new one. A scope and a task per job were most of
+        what trio spent on a no-op job.
+        """
+        while True:
+            with trio.CancelScope() as scope:
+                while True:
+                    run = await self._job_tasks.take()
+                    ended = await self._call_worker(run, scope)
+                    if scope.cancel_called:
+                        break
+                    await self._end_run(run, *ended)
+            await self._end_run(run, *ended)
+
+    async def _call_worker(self, run: JobRun, scope: trio.CancelScope) -> _Ended:
+        """Run the worker and its middleware; (result, error, traceback text).
+
+        An async worker's token cancels ``scope`` (its task's, shared by its runs). The
+        token, not a deadline on the scope, carries the timeout, so an async worker sees
+        ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as a sync worker does.
+        """
         worker = run.plan.worker
         assert worker is not None
         ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
         run.ctx = ctx
-        result: Any = None
-        error: BaseException | None = None
-        trace = ""
-        scope = trio.CancelScope()
-        if self._async_chain(worker) is not None:
+        chain = self._async_chain(worker)
+        if chain is not None:
             run.token.scope = scope
             if run.token.cause is not None:
                 scope.cancel()
@@ -639,17 +706,19 @@ class Client(ClientBase):
             run.token.cancel(CancelCause.STOP)
         self._watch_timeout(run)
         try:
-            with scope:
-                result = await self._call_chain(run)(ctx, run.plan.args)
+            return await (chain or self._sync_chain(worker))(ctx, run.plan.args), None, ""
         except Exception as exc:
-            error, trace = exc, traceback.format_exc()
+            return None, exc, traceback.format_exc()
+        except BaseException as exc:
+            # Ours only when this scope was cancelled; an outer cancellation ends the task.
+            if scope.cancel_called and _holds_cancelled(exc):
+                return _interrupted(run)
+            raise
         finally:
+            run.token.scope = None
             self._unwatch(run)
-        if scope.cancelled_caught:
-            cause = run.token.cause
-            assert cause is not None
-            result, error, trace = None, WorkCancelled(cause), ""
-        run.token.scope = None
+
+    async def _end_run(self, run: JobRun, result: Any, error: BaseException | None, trace: str) -> None:
         cause = run.token.cause
         outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
         handler_cancel = False
@@ -658,7 +727,7 @@ class Client(ClientBase):
                 handler_cancel = bool(await _maybe_await(self._error_handler(run.plan.job, error)))
             except Exception:
                 log.exception("river: error handler failed for job %d", run.plan.job.id)
-        self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
+        self._finish_run(run, outcome, run.ctx.metadata_updates, handler_cancel)
 
     def _forget_held(self, run: JobRun) -> None:
         self._runs.forget(run)

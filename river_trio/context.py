@@ -1,7 +1,8 @@
 """What a worker receives besides its args: ``WorkContext`` and its cancellation token.
 
-Async workers (``async def``) run as trio tasks inside a cancel scope. The
-client cancels that scope on the job's timeout (a deadline on trio's clock),
+Async workers (``async def``) run in the client's long-lived job tasks, inside
+a cancel scope the run's token holds while it runs. The token cancels that
+scope on the job's timeout (a deadline on trio's clock),
 on a remote cancel and on a hard stop, so a worker is interrupted at its next
 checkpoint; the token records why (``ctx.cancel_cause``) and the client maps
 the interruption to the same outcome ``river_sync`` records for a worker that

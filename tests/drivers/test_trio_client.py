@@ -264,6 +264,78 @@ def test_outer_cancel_makes_a_hard_stop_without_using_an_attempt(client_db_url: 
     run(main)
 
 
+def test_one_job_task_works_jobs_in_turn_and_outlives_a_cancelled_run(client_db_url: str) -> None:
+    """Job tasks are long-lived: at max_workers 1 every job runs in the same task, including after
+    a run in it was cancelled (its cancel scope is spent, so the task goes on in a new one)."""
+    tasks: list[tuple[str, trio.lowlevel.Task]] = []
+    entered = trio.Event()
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        tasks.append((args.name, trio.lowlevel.current_task()))
+        if args.name == "hold":
+            entered.set()
+            await trio.sleep_forever()
+        await trio.sleep(0)
+
+    one = QueueConfig(max_workers=1, fetch_cooldown=FAST.fetch_cooldown,
+                      fetch_poll_interval=FAST.fetch_poll_interval)
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work), queues={"default": one})
+        sub = client.subscribe()
+        async with client:
+            held = await client.insert(Task("hold"))
+            with trio.fail_after(WAIT):
+                await entered.wait()
+            await client.jobs.cancel(held.job.id)
+            cancelled = await _event_for(sub, held.job.id)
+            later = await client.insert_many([Task(f"after-{i}") for i in range(5)])
+            await _events_for_all(sub, [r.job.id for r in later])
+            rows = [await client.jobs.get(r.job.id) for r in later]
+        assert cancelled.kind is EventKind.JOB_CANCELLED
+        assert [row.state for row in rows] == [JobState.COMPLETED] * 5
+        assert [name for name, _ in tasks] == ["hold"] + [f"after-{i}" for i in range(5)]
+        assert len({id(task) for _, task in tasks}) == 1
+
+    run(main)
+
+
+def test_an_async_error_handler_runs_after_its_run_was_interrupted(client_db_url: str) -> None:
+    """A timed-out run's scope is cancelled; its async error handler still awaits normally, and
+    the next job in that task is not interrupted."""
+    handled: list[tuple[int, CancelCause | None]] = []
+    finished: list[str] = []
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        if args.name == "slow":
+            await trio.sleep(3600)
+        await trio.sleep(0)
+        finished.append(args.name)
+
+    async def on_error(job: JobRow, error: BaseException) -> bool:
+        await trio.sleep(0)  # a checkpoint: would raise Cancelled inside the spent scope
+        handled.append((job.id, getattr(error, "cause", None)))
+        return False
+
+    one = QueueConfig(max_workers=1, fetch_cooldown=FAST.fetch_cooldown,
+                      fetch_poll_interval=FAST.fetch_poll_interval)
+
+    async def main() -> None:
+        workers = _workers(work, timeout=timedelta(milliseconds=200))
+        client = _client(client_db_url, workers, queues={"default": one}, error_handler=on_error)
+        sub = client.subscribe()
+        async with client:
+            slow = await client.insert(Task("slow"))
+            failed = await _event_for(sub, slow.job.id)
+            quick = await client.insert(Task("quick"))
+            done = await _event_for(sub, quick.job.id)
+        assert failed.kind is EventKind.JOB_FAILED
+        assert handled == [(slow.job.id, CancelCause.TIMEOUT)]
+        assert done.kind is EventKind.JOB_COMPLETED and finished == ["quick"]
+
+    run(main)
+
+
 class Boom(BaseException):
     """Not an Exception: a worker raising it is a crash, not a job failure."""
 
