@@ -151,29 +151,42 @@ class _Deadlines:
 class _JobTasks:
     """Runs waiting for a job task, and the job tasks parked waiting for a run.
 
-    ``submit`` wakes one parked task per run, or says a new task is needed when
-    none is parked, so there is a task for every queued run; tasks never exceed
-    the most runs in progress at once, and they stay parked until the client's
+    At most one task is being woken (or started, by ``spawn``) at a time: the
+    one that takes a run wakes the next if runs are left. A claim of no-op jobs
+    then costs one wake-up, not one per job, while jobs that wait still each
+    get a task of their own at the next scheduling round. Tasks never exceed
+    the most runs in progress at once; parked ones stay until the client's
     nursery ends.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, spawn: Callable[[], None]) -> None:
+        self._spawn = spawn  # starts a new task, which calls take(fresh=True)
         self._runs: deque[JobRun] = deque()
         self._parked = trio.lowlevel.ParkingLot()
+        self._waking = 0  # tasks woken or started that have not looked for a run yet
 
-    def submit(self, run: JobRun) -> bool:
-        """Queue ``run``; True when the caller must start a task (``Client._job_task``) for it."""
+    def submit(self, run: JobRun) -> None:
         self._runs.append(run)
-        if self._parked:
-            self._parked.unpark()
-            return False
-        return True
+        self._wake()
 
-    async def take(self) -> JobRun:
-        # A woken task may find its run taken by one that finished meanwhile: it parks again.
+    def _wake(self) -> None:
+        if self._runs and not self._waking:
+            self._waking = 1
+            if self._parked:
+                self._parked.unpark()
+            else:
+                self._spawn()
+
+    async def take(self, *, fresh: bool = False) -> JobRun:
+        """The next run; ``fresh`` for a task's first call."""
+        if fresh:
+            self._waking -= 1
         while not self._runs:
             await self._parked.park()
-        return self._runs.popleft()
+            self._waking -= 1
+        run = self._runs.popleft()
+        self._wake()
+        return run
 
 
 def _holds_cancelled(exc: BaseException) -> bool:
@@ -311,7 +324,7 @@ class Client(ClientBase):
         self._stopped = trio.Event()  # run() has returned
         self._runtime_exited = False
         self._deadlines = _Deadlines()
-        self._job_tasks = _JobTasks()
+        self._job_tasks = _JobTasks(self._spawn_job_task)
         self._chains: dict[int, tuple[WorkerEntry, CallNext | None]] = {}
         self._open_lock = trio.Lock()
         self._cm_nursery: Any = None
@@ -607,9 +620,7 @@ class Client(ClientBase):
             if plan.immediate is not None:
                 self._finish_run(run, plan.immediate, metadata={})
                 continue
-            if self._job_tasks.submit(run):
-                assert self._nursery is not None
-                self._nursery.start_soon(self._job_task, name="river-job-task")
+            self._job_tasks.submit(run)
 
     def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
         """The middleware chain around an async worker, built once per worker; None for a sync one."""
@@ -668,6 +679,10 @@ class Client(ClientBase):
         """A sync worker: its thread can't be interrupted, so the timer only sets its token."""
         return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
 
+    def _spawn_job_task(self) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(self._job_task, name="river-job-task")
+
     async def _job_task(self) -> None:
         """A long-lived job task: works runs from ``_job_tasks`` until the client's nursery ends.
 
@@ -676,10 +691,12 @@ class Client(ClientBase):
         it and the task goes on in a new one. A scope and a task per job were most of
         what trio spent on a no-op job.
         """
+        fresh = True
         while True:
             with trio.CancelScope() as scope:
                 while True:
-                    run = await self._job_tasks.take()
+                    run = await self._job_tasks.take(fresh=fresh)
+                    fresh = False
                     ended = await self._call_worker(run, scope)
                     if scope.cancel_called:
                         break

@@ -300,6 +300,33 @@ def test_one_job_task_works_jobs_in_turn_and_outlives_a_cancelled_run(client_db_
     run(main)
 
 
+def test_jobs_that_wait_each_get_a_task_of_their_own(client_db_url: str) -> None:
+    """Job tasks wake one another in a chain; jobs that wait still all run at once: each of ten
+    waits until all ten have started, which only ends if every one has its own task."""
+    started: list[str] = []
+    tasks: set[int] = set()
+    all_in = trio.Event()
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        started.append(args.name)
+        tasks.add(id(trio.lowlevel.current_task()))
+        if len(started) == 10:
+            all_in.set()
+        with trio.fail_after(WAIT):
+            await all_in.wait()
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work))  # FAST: max_workers 10
+        sub = client.subscribe([EventKind.JOB_COMPLETED])
+        async with client:
+            results = await client.insert_many([Task(f"t{i}") for i in range(10)])
+            await _events_for_all(sub, [r.job.id for r in results])
+        assert sorted(started) == sorted(f"t{i}" for i in range(10))
+        assert len(tasks) == 10
+
+    run(main)
+
+
 def test_an_async_error_handler_runs_after_its_run_was_interrupted(client_db_url: str) -> None:
     """A timed-out run's scope is cancelled; its async error handler still awaits normally, and
     the next job in that task is not interrupted."""
