@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 from river_protocol.client_core import EventKind
 from river_protocol.errors import RiverError
+from river_protocol.frozen import quick_init
 from river_protocol.job import JobRow
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Event:
     """``job`` is the row as persisted (job events); ``queue`` names the queue (queue events)."""

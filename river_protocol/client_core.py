@@ -46,6 +46,7 @@ from river_protocol.constants import (
 )
 from river_protocol.cron import Schedule
 from river_protocol.errors import ValidationError
+from river_protocol.frozen import quick_init
 from river_protocol.golang.encoding_json import encode_args
 from river_protocol.intents import InsertJobs, InsertParams, Intent, Notify
 from river_protocol.job import JobRow
@@ -326,6 +327,7 @@ class InsertPlan:
         return dataclasses.replace(self, insert=replace_insert_jobs(self.insert, jobs))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class JobPlan:
     """How to run one claimed job: its worker and args, or the outcome to record without running."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from river_protocol.frozen import quick_init
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 
@@ -175,6 +176,7 @@ class ReconcileClaim(Intent):
     exclude_ids: tuple[int, ...] = ()
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class SetStateUpdate:
     """One job's requested final state (docs/protocol.md §8.1); ``None`` = leave unchanged."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from river_protocol.constants import JOB_TIMEOUT_NONE
 from river_protocol.errors import ValidationError
+from river_protocol.frozen import quick_init
 from river_protocol.golang.gotime import GoTime
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import JobRow
@@ -186,6 +187,7 @@ _REASONS = {
 }
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Finish:
     """A finished run's request for the completer."""

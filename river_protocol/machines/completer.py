@@ -26,6 +26,7 @@ from river_protocol.constants import (
     HOT_STATEMENT_TIMEOUT,
 )
 from river_protocol.errors import ProtocolError
+from river_protocol.frozen import quick_init
 from river_protocol.intents import Intent, SetStateIfRunning, SetStateUpdate
 from river_protocol.job import JobRow
 from river_protocol.machines.base import (
@@ -61,6 +62,7 @@ class CompletionReason(enum.Enum):
     SNOOZED = "job_snoozed"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Submit(Event):
     update: SetStateUpdate
@@ -102,6 +104,7 @@ def persisted_reason(
     return None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Completion:
     job: JobRow  # the row as stored after the statement

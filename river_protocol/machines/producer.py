@@ -29,6 +29,7 @@ from river_protocol.constants import (
     START_STAGGER_MAX,
 )
 from river_protocol.errors import ProtocolError, ValidationError
+from river_protocol.frozen import quick_init
 from river_protocol.intents import ClaimJobs, GetQueue, Intent, QueueRow, ReconcileClaim, UpsertQueue
 from river_protocol.job import JobRow
 from river_protocol.machines.base import (
@@ -89,6 +90,7 @@ class TriggerFetch(Event):
     """A local poke, e.g. after this client's own insert when no listener exists."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class JobFinished(Event):
     job_id: int
