@@ -159,7 +159,13 @@ def _strings_raw(value: Any) -> Sequence[Any]:
 
 
 def _strings(value: Any) -> tuple[str, ...]:
-    if value.__class__ is str:
+    cls = value.__class__
+    if cls is list:  # Postgres's text[]: checked inline, every claimed and completed row has two
+        for s in value:
+            if s.__class__ is not str:
+                return _checked_strings(value)  # raises
+        return tuple(value)
+    if cls is str:
         return _strings_of_text(value)
     return _checked_strings(_strings_raw(value))
 
@@ -230,10 +236,12 @@ def _job_row(row: Sequence[Any], *, errors: tuple[AttemptError, ...]) -> JobRow:
     # Every claimed and every completed job passes through here, so the shapes both
     # drivers hand back (aware UTC datetimes, str lists, "{}" metadata) are taken
     # inline; anything else goes through the general readers above, with the same result.
-    if len(row) < JOB_COLUMN_COUNT:
-        raise ValidationError(f"job row has {len(row)} columns, expected {JOB_COLUMN_COUNT}")
+    count = len(row)
+    if count < JOB_COLUMN_COUNT:
+        raise ValidationError(f"job row has {count} columns, expected {JOB_COLUMN_COUNT}")
     (job_id, kind, args, state, queue, priority, attempt, max_attempts, attempted_at, attempted_by,
-     created_at, finalized_at, scheduled_at, _, metadata, tags, unique_key, unique_states) = row[:18]
+     created_at, finalized_at, scheduled_at, _, metadata, tags, unique_key, unique_states) = (
+        row if count == JOB_COLUMN_COUNT else row[:JOB_COLUMN_COUNT])
     args = args.encode() if args.__class__ is str else _json_bytes(args)
     if args[:1] != b"{":  # both databases hand JSON back trimmed, so an object starts with "{"
         raise ValidationError("args must be a JSON object")

@@ -23,6 +23,11 @@ from river_protocol.states import JobState
 T = datetime(2031, 3, 4, 12, 0, 5, 123456, tzinfo=UTC)
 
 
+def _string_list(value: Any) -> tuple[str, ...]:
+    """A string-list column read without the fast path's shortcuts (None reads as empty)."""
+    return () if value is None else rows._checked_strings(rows._strings_raw(value))
+
+
 def _reference(row: list[Any]) -> JobRow:
     """The strict reading of every column through the module's general readers."""
     args = rows._json_bytes(row[2])
@@ -31,10 +36,10 @@ def _reference(row: list[Any]) -> JobRow:
     return JobRow(
         id=int(row[0]), kind=str(row[1]), encoded_args=args, state=JobState.parse(str(row[3])),
         queue=str(row[4]), priority=int(row[5]), attempt=int(row[6]), max_attempts=int(row[7]),
-        attempted_at=rows._utc_or_none(row[8]), attempted_by=rows._strings(row[9]),
+        attempted_at=rows._utc_or_none(row[8]), attempted_by=_string_list(row[9]),
         created_at=rows._utc_or_none(row[10]), finalized_at=rows._utc_or_none(row[11]),
         scheduled_at=rows._utc_or_none(row[12]), errors=(), metadata=rows._json_object(row[14]),
-        tags=rows._strings(row[15]), unique_key=rows._unique_key(row[16]),
+        tags=_string_list(row[15]), unique_key=rows._unique_key(row[16]),
         unique_states=rows._unique_states(row[17]),
     )
 
