@@ -19,11 +19,13 @@ client logs a warning at the timeout and again once it is stuck (timeout +
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import queue as stdqueue
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -179,26 +181,32 @@ class _JobThreads:
     Starting a thread costs the caller a wait until the new thread runs (``Thread.start``
     blocks on it), which under load is most of the producer's time; reusing threads
     takes that off the claim path. Threads stay until ``stop()``.
+
+    An idle thread leaves a token in ``_idle`` before it waits for a run, and ``submit``
+    takes one for each run it queues, or starts a thread when there is none. Deque
+    appends and pops are atomic, so neither side takes a lock: every queued run is
+    matched by a token or a new thread, so some thread will take it. (A counter under
+    a lock cost the producer and every job thread a contended lock per job.)
     """
 
     def __init__(self, work: Callable[[Any], None]) -> None:
         self._work = work
         self._jobs: stdqueue.SimpleQueue[Any] = stdqueue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._idle = 0
-        self._count = 0
+        self._idle: deque[None] = deque()
+        self._numbers = itertools.count(1)
+        self._threads: list[threading.Thread] = []
 
     def submit(self, run: Any) -> None:
-        with self._lock:
-            spawn = self._idle == 0
-            if spawn:
-                self._count += 1
-                name = f"river-job-thread-{self._count}"
-            else:
-                self._idle -= 1
-        self._jobs.put(run)
-        if spawn:
-            threading.Thread(target=self._loop, name=name, daemon=True).start()
+        try:
+            self._idle.pop()
+        except IndexError:
+            thread = threading.Thread(target=self._loop, name=f"river-job-thread-{next(self._numbers)}",
+                                      daemon=True)
+            self._threads.append(thread)
+            self._jobs.put(run)
+            thread.start()
+        else:
+            self._jobs.put(run)
 
     def _loop(self) -> None:
         while True:
@@ -210,14 +218,11 @@ class _JobThreads:
                 self._work(run)
             finally:
                 del run
-                with self._lock:
-                    self._idle += 1
+                self._idle.append(None)
 
     def stop(self) -> None:
         """One sentinel per thread: idle threads exit now, a still-busy one when it returns."""
-        with self._lock:
-            count = self._count
-        for _ in range(count):
+        for _ in range(len(self._threads)):
             self._jobs.put(None)
 
 
