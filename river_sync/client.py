@@ -498,25 +498,34 @@ class Client(ClientBase):
 
     # ---------------------------------------------------------------- running jobs
 
+    START_CHUNK = 32  # jobs planned, then registered under one hold of the client lock
+
     def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
-        # One job at a time, each handed to its thread at once: starting the first job threads
-        # while the rest are still being planned keeps few of them runnable at the same time
-        # (handing a whole claim over at once measured a third more CPU per job).
-        for job in jobs:
+        # A few jobs at a time, each chunk handed to its threads at once: starting the first job
+        # threads while the rest are still being planned keeps few of them runnable at the same
+        # time (handing a whole claim over at once measured a third more CPU per job), and one
+        # lock hold per chunk spares the producer a contended lock per job. Planning reads only
+        # what is fixed once the client runs (workers, config), so it needs no lock.
+        for first in range(0, len(jobs), self.START_CHUNK):
+            plans = [self._core.plan_job(job) for job in jobs[first:first + self.START_CHUNK]]
+            started = utcnow()
+            runs = [JobRun(queue, plan, CancellationToken(), started) for plan in plans]
             with self._lock:
-                plan = self._core.plan_job(job)
-                run = JobRun(queue, plan, CancellationToken(), utcnow())
-                self._runs.add(run)
                 hard = self._hard_stop
-                if plan.immediate is None and plan.timeout is not None and self._watchdog is not None:
-                    run.deadline_slot = self._watchdog.add(
-                        run, time.monotonic() + plan.timeout.total_seconds(), self._on_timeout)
-            if hard:
-                run.token.cancel(CancelCause.STOP)
-            if plan.immediate is not None:
-                self._finish_run(run, plan.immediate, metadata={})
-            else:
-                self._job_threads.submit(run)
+                deadline_base = time.monotonic()
+                for run in runs:
+                    self._runs.add(run)
+                    timeout = run.plan.timeout
+                    if run.plan.immediate is None and timeout is not None and self._watchdog is not None:
+                        run.deadline_slot = self._watchdog.add(
+                            run, deadline_base + timeout.total_seconds(), self._on_timeout)
+            for run in runs:
+                if hard:
+                    run.token.cancel(CancelCause.STOP)
+                if run.plan.immediate is not None:
+                    self._finish_run(run, run.plan.immediate, metadata={})
+                else:
+                    self._job_threads.submit(run)
 
     def _on_timeout(self, run: JobRun) -> None:
         with self._lock:
