@@ -184,6 +184,12 @@ LISTS: list[tuple[str, list[Any]]] = [
                      datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=-3)))]),
     ("boolean", [True, False, None]),
     ("text", [None, None]),
+    # One type throughout, without NULLs: the joined-in-C path.
+    ("bigint", [1, -2, 2**62, 0]),
+    ("text", ["plain", "", "NULL", "{}", "é, x", "a b", "completed"]),
+    ("text", ['a "quoted"', "back\\slash", "plain"]),
+    ("timestamptz", [datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC),
+                     datetime(2024, 1, 1, tzinfo=timezone(timedelta(hours=-3)))]),
     ("int", []),
 ]
 

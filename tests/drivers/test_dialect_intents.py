@@ -11,7 +11,7 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -465,6 +465,23 @@ def test_set_state_if_running_plain_completions(db: DB) -> None:
     assert rows[other.id].state is S.AVAILABLE and rows[other.id].finalized_at is None
     assert rows[asked.id].state is S.COMPLETED and 999_999 not in rows
     assert list(rows) == sorted(rows)
+
+
+@_only("postgres")  # SQLite keeps River's millisecond text
+@pytest.mark.parametrize("at", [
+    datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC), datetime(1969, 12, 31, 23, 59, 59, 500001, tzinfo=UTC),
+    datetime(2026, 12, 1, 15, 0, 0, 123457, tzinfo=timezone(timedelta(hours=5))),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+])
+def test_set_state_times_are_stored_to_the_microsecond(db: DB, at: datetime) -> None:
+    """Postgres receives them as microseconds since the epoch; every year from 1 to 9999 is exact."""
+    done, later = _running(db), _running(db)
+    rows = {r.id: r for r in db.run(SetStateIfRunning(updates=(
+        SetStateUpdate(id=done.id, state=S.COMPLETED, finalized_at=at),
+        SetStateUpdate(id=later.id, state=S.SCHEDULED, scheduled_at=at),
+    )))}
+    assert rows[done.id].finalized_at == at and get(db, done.id).finalized_at == at
+    assert rows[later.id].scheduled_at == at and get(db, later.id).scheduled_at == at
 
 
 def test_rows_per_job_come_back_binary_on_postgres_with_the_same_values(db: DB) -> None:
