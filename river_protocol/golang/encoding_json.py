@@ -35,6 +35,7 @@ import binascii
 import dataclasses
 import enum
 import json
+import json.scanner
 import re
 import struct
 import types
@@ -593,7 +594,20 @@ def encode_args(args: Any) -> bytes:
 # Decoding
 
 _ESCAPED_SURROGATE_RE = re.compile(r"\\u[dD][89a-fA-F]")
-_json_decode = json.JSONDecoder().decode  # json.loads of a str, without its argument checks
+_json_decode_general = json.JSONDecoder().decode  # json.loads of a str, without its argument checks
+# The C scanner decode() calls once it has skipped whitespace with a regex on each side; a
+# value that fills the whole text (what both databases hand back) needs neither regex.
+_scan_once: Any = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
+def _json_decode(text: str) -> Any:
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration:
+        return _json_decode_general(text)  # leading whitespace, or not JSON: decode() says which
+    if end != len(text):
+        return _json_decode_general(text)  # trailing whitespace or extra data, likewise
+    return value
 _NONE_TYPE = type(None)
 
 
