@@ -14,6 +14,7 @@ from river_db.client_support import (
     report_completer_output,
     report_producer_output,
 )
+from river_db.events import SubscriptionTimeoutError
 from river_db.testing.builder import build_job
 from river_protocol.args import arg_field
 from river_protocol.client_core import EventKind, LeaderElectionConfig
@@ -77,6 +78,30 @@ def test_report_completer_output(caplog: pytest.LogCaptureFixture) -> None:
         (EventKind.JOB_CANCELLED, 7, job.queue)
     ]
     assert "job 8 was no longer running" in caplog.text
+
+
+def test_sync_subscription_bound_counts_events_across_batches_and_frees_as_read() -> None:
+    from river_sync.events import EventHub as SyncHub
+
+    def events(*ids: int) -> list[Event]:
+        return [Event(EventKind.JOB_COMPLETED, job=build_job(Ping(i), id=i)) for i in ids]
+
+    hub = SyncHub()
+    sub = hub.subscribe(maxsize=3)
+    hub.publish_all(events(1, 2))
+    hub.publish_all(events(3, 4))  # one place left: 3 is kept, 4 dropped
+    assert sub.dropped == 1
+    assert [sub.get_nowait().job.id for _ in range(2)] == [1, 2]  # type: ignore[union-attr]
+    hub.publish_all(events(5, 6, 7))  # two read, so two places: 5 and 6
+    assert sub.dropped == 2
+    assert [e.job.id for e in (sub.get(timeout=1) for _ in range(3))] == [3, 5, 6]  # type: ignore[union-attr]
+    with pytest.raises(SubscriptionTimeoutError):
+        sub.get(timeout=0.01)
+    hub.publish(events(8)[0])
+    sub.close()
+    assert [e.job.id for e in sub] == [8]  # type: ignore[union-attr]  # drained, then the end
+    with pytest.raises(EOFError):
+        sub.get_nowait()
 
 
 def test_publish_all_offers_each_event_in_order_within_kinds_and_bounds() -> None:
