@@ -12,6 +12,7 @@ from river_protocol.errors import EncodingError, ValidationError
 from river_protocol.golang.gotime import GoTime
 from river_protocol.intents import SetStateUpdate
 from river_protocol.job import AttemptError, JobRow
+from river_protocol.machines.completer import CompletionReason
 from river_protocol.outcomes import (
     OUTPUT_MAX_BYTES,
     Cancel,
@@ -34,6 +35,7 @@ from river_protocol.outcomes import (
 )
 from river_protocol.retry import DefaultRetryPolicy
 from river_protocol.states import JobState
+from river_protocol.work import CancelCause, finish_job
 
 NOW_NS = 1715694327123456789  # 2024-05-14T13:45:27.123456789Z
 NOW = GoTime(NOW_NS)
@@ -471,3 +473,20 @@ def test_plain_completion_shortcut_equals_the_general_rule(now: datetime, job_id
     general = outcome_to_update(job, Completed(), now=GoTime.from_datetime(now), started_at=now)
     assert shortcut == general
     assert shortcut.finalized_at == now and shortcut.finalized_at.tzinfo is UTC
+
+
+@settings(max_examples=100)
+@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(9998, 1, 1), timezones=st.just(UTC)),
+       st.integers(min_value=1, max_value=2**40), st.sampled_from([None, *CancelCause]), st.booleans())
+def test_finish_job_plain_completion_shortcut_equals_the_general_path(
+    now: datetime, job_id: int, cause: CancelCause | None, handler_cancel: bool
+) -> None:
+    """A success survives a remote cancel and an error-handler cancel, so its shortcut in
+    ``finish_job`` gives what the general path (taken for a GoTime ``now``) gives."""
+    job = JobRow(id=job_id, kind="k", encoded_args=b"{}", state=JobState.RUNNING, attempt=1)
+    shortcut = finish_job(job, Completed(), now=now, started_at=now, cancel_cause=cause,
+                          error_handler_cancel=handler_cancel)
+    general = finish_job(job, Completed(), now=GoTime.from_datetime(now), started_at=now,
+                         cancel_cause=cause, error_handler_cancel=handler_cancel)
+    assert shortcut == general
+    assert shortcut.reason is CompletionReason.COMPLETED and shortcut.update.finalized_at == now
