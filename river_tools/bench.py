@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TextIO
 
+from river_db.events import SubscriptionTimeoutError
 from river_protocol.client_core import ClientConfig, ClientCore, EventKind, QueueConfig
 from river_protocol.intents import InsertJobsFast
 from river_protocol.states import JobState
@@ -256,19 +257,24 @@ class Tally:
 
     def add_finished(self, job_id: int, at: float, age: float | None = None) -> None:
         """Job ``job_id``'s completion event arrived at ``at``; ``age``: seconds since its created_at."""
+        self.add_finished_many(((job_id, at, age),))
+
+    def add_finished_many(self, finished: Sequence[tuple[int, float, float | None]]) -> None:
+        """``add_finished`` for each (job_id, at, age), under one hold of the lock."""
         with self._lock:
             if self.started_at is None or self.ended_at is not None:
                 return
-            self.worked += 1
-            self.last_worked_at = at
-            if age is not None:
-                self._latencies.append(age)
-            elif self.track_latency:
-                inserted = self._inserted_at.pop(job_id, None)
-                if inserted is None:
-                    self._finished_early[job_id] = at
-                else:
-                    self._latencies.append(at - inserted)
+            for job_id, at, age in finished:
+                self.worked += 1
+                self.last_worked_at = at
+                if age is not None:
+                    self._latencies.append(age)
+                elif self.track_latency:
+                    inserted = self._inserted_at.pop(job_id, None)
+                    if inserted is None:
+                        self._finished_early[job_id] = at
+                    else:
+                        self._latencies.append(at - inserted)
 
     def backlog_shortfall(self) -> int:
         """How many jobs continuous mode should insert now to keep its backlog (0: none)."""
@@ -307,15 +313,35 @@ class Tally:
 def on_event(tally: Tally, event: Any) -> None:
     """Count ``event`` if it means a benchmark job is done for good (a failure only once
     discarded, as Go's bench counts it)."""
-    job = event.job
-    if job is None or event.kind not in FINISH_EVENTS:
-        return
-    if event.kind is EventKind.JOB_FAILED and job.state is not JobState.DISCARDED:
-        return
-    age = None
-    if not tally.track_latency and job.created_at is not None:
-        age = time.time() - job.created_at.timestamp()
-    tally.add_finished(int(job.id), time.perf_counter(), age)
+    on_events(tally, (event,))
+
+
+def on_events(tally: Tally, events: Sequence[Any]) -> None:
+    """``on_event`` for each of ``events`` (what a collector took at once), under one lock hold."""
+    wall, at = time.time(), time.perf_counter()
+    finished: list[tuple[int, float, float | None]] = []
+    for event in events:
+        job = event.job
+        if job is None or event.kind not in FINISH_EVENTS:
+            continue
+        if event.kind is EventKind.JOB_FAILED and job.state is not JobState.DISCARDED:
+            continue
+        age = None
+        if not tally.track_latency and job.created_at is not None:
+            age = wall - job.created_at.timestamp()
+        finished.append((int(job.id), at, age))
+    if finished:
+        tally.add_finished_many(finished)
+
+
+def drain(sub: Any, first: Any) -> list[Any]:
+    """``first`` and every event already queued behind it on ``sub`` (a collector's batch)."""
+    events = [first]
+    while True:
+        try:
+            events.append(sub.get_nowait())
+        except (SubscriptionTimeoutError, EOFError):
+            return events
 
 
 def result_of(plan: BenchPlan, tally: Tally, ended_at: float) -> BenchResult:
@@ -470,7 +496,7 @@ def run_sync(plan: BenchPlan, tally: Tally, out: TextIO) -> BenchResult:
 
     def collect() -> None:
         for event in sub:
-            on_event(tally, event)
+            on_events(tally, drain(sub, event))
             if plan.total_jobs and tally.worked >= plan.total_jobs:
                 done.set()
 

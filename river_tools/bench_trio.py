@@ -13,7 +13,6 @@ from typing import TextIO
 
 import trio
 
-from river_db.events import SubscriptionTimeoutError
 from river_protocol.workers import Workers
 from river_tools.bench import (
     CONTINUOUS_BATCH,
@@ -28,7 +27,8 @@ from river_tools.bench import (
     BenchResult,
     Tally,
     bench_queues,
-    on_event,
+    drain,
+    on_events,
     period_line,
     result_of,
 )
@@ -55,15 +55,9 @@ async def _run(plan: BenchPlan, tally: Tally, out: TextIO) -> float:
 
     async def collect() -> None:
         async for event in sub:
-            on_event(tally, event)
-            # Then whatever else is queued: a scheduling round per event would cost more
+            # With whatever else is queued: a scheduling round per event would cost more
             # than the event (Go's bench reads its channel in a loop the same way).
-            while True:
-                try:
-                    event = sub.get_nowait()
-                except (SubscriptionTimeoutError, EOFError):
-                    break
-                on_event(tally, event)
+            on_events(tally, drain(sub, event))
             if plan.total_jobs and tally.worked >= plan.total_jobs:
                 done.set()
 

@@ -416,6 +416,33 @@ def test_on_event_counts_finished_jobs_only() -> None:
     assert 5 <= age < 60
 
 
+def test_a_collector_batch_counts_as_its_events_one_by_one() -> None:
+    from river_sync.events import EventHub
+
+    created = datetime.now(UTC) - timedelta(seconds=5)
+    events = [_event(EventKind.JOB_COMPLETED, JobState.COMPLETED, 1, created),
+              _event(EventKind.JOB_FAILED, JobState.RETRYABLE, 2),
+              _event(EventKind.JOB_FAILED, JobState.DISCARDED, 3, created),
+              Event(kind=EventKind.QUEUE_PAUSED, queue="default"),
+              _event(EventKind.JOB_CANCELLED, JobState.CANCELLED, 4)]
+    hub = EventHub()
+    sub = hub.subscribe()
+    hub.publish_all(events)
+    batch = bench.drain(sub, sub.get(timeout=1))
+    assert batch == events
+    hub.publish_all(events[:2])
+    sub.close()
+    assert bench.drain(sub, sub.get(timeout=1)) == events[:2]  # stops at the end as well
+    one_by_one, at_once = Tally(track_latency=False), Tally(track_latency=False)
+    one_by_one.start(0.0)
+    at_once.start(0.0)
+    for event in events:
+        bench.on_event(one_by_one, event)
+    bench.on_events(at_once, batch)
+    assert at_once.worked == one_by_one.worked == 3
+    assert len(at_once.latencies()) == len(one_by_one.latencies()) == 2
+
+
 def test_output_lines_and_json() -> None:
     assert bench.period_line(Period(worked=1500, inserted=0, seconds=1.0, total_worked=4500)) == (
         "bench: jobs worked [       1500 ], inserted [          0 ], job/sec [     1500.0 ], "
