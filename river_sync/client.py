@@ -226,6 +226,9 @@ class _JobThreads:
             self._jobs.put(None)
 
 
+_START_CHUNK = 32  # claimed jobs planned, then registered under one hold of the client lock
+
+
 # ---------------------------------------------------------------- the client
 
 
@@ -498,16 +501,14 @@ class Client(ClientBase):
 
     # ---------------------------------------------------------------- running jobs
 
-    START_CHUNK = 32  # jobs planned, then registered under one hold of the client lock
-
     def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
         # A few jobs at a time, each chunk handed to its threads at once: starting the first job
         # threads while the rest are still being planned keeps few of them runnable at the same
         # time (handing a whole claim over at once measured a third more CPU per job), and one
         # lock hold per chunk spares the producer a contended lock per job. Planning reads only
         # what is fixed once the client runs (workers, config), so it needs no lock.
-        for first in range(0, len(jobs), self.START_CHUNK):
-            plans = [self._core.plan_job(job) for job in jobs[first:first + self.START_CHUNK]]
+        for first in range(0, len(jobs), _START_CHUNK):
+            plans = [self._core.plan_job(job) for job in jobs[first:first + _START_CHUNK]]
             started = utcnow()
             runs = [JobRun(queue, plan, CancellationToken(), started) for plan in plans]
             with self._lock:
