@@ -354,6 +354,8 @@ class ClientCore:
         self._live_queues: dict[str, QueueConfig] = dict(config.queues)
         self._throttle = InsertNotifyThrottle(config.fetch_cooldown)
         self._breakers: dict[str, mnt.BatchSizeBreaker] = {}
+        # (the config it was worked out for, the timeout of a job whose worker sets none)
+        self._default_timeout: tuple[ClientConfig | None, timedelta | None] = (None, None)
         if config.queues and not len(self.workers):
             raise ValidationError("a client that works queues needs workers (pass workers=Workers(...))")
 
@@ -608,7 +610,13 @@ class ClientCore:
             args = worker.decode(job)
         except (ValidationError, TypeError, ValueError) as exc:
             return JobPlan(job, worker, None, None, Failed(error_text(exc) or ""), False)
-        timeout = effective_timeout(worker.timeout(job), self.config.job_timeout)
+        if worker.timeout_for is None:  # the client's timeout, the same for every such job
+            config, timeout = self._default_timeout
+            if config is not self.config:
+                timeout = effective_timeout(None, self.config.job_timeout)
+                self._default_timeout = (self.config, timeout)
+        else:
+            timeout = effective_timeout(worker.timeout(job), self.config.job_timeout)
         return JobPlan(job, worker, args, timeout, None, True)
 
     def finish_job(

@@ -251,9 +251,12 @@ def complete_in_tx_update(
     )
 
 
+_NO_TIME = timedelta(0)
+
+
 def effective_timeout(worker_timeout: timedelta | None, client_timeout: timedelta) -> timedelta | None:
     """The run's deadline length: worker's if set, else the client's; ``None`` = no deadline (§7.1 step 4)."""
     chosen = worker_timeout if worker_timeout else client_timeout
-    if chosen == JOB_TIMEOUT_NONE or chosen <= timedelta(0):
+    if chosen == JOB_TIMEOUT_NONE or chosen <= _NO_TIME:
         return None
     return chosen

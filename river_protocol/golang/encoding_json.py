@@ -626,7 +626,7 @@ def _loads(data: bytes | str, what: str) -> Any:
     if isinstance(data, str):
         text, needs_clean = data, not data.isascii() and _SURROGATE_RE.search(data) is not None
     else:
-        raw = bytes(data)
+        raw = data if data.__class__ is bytes else bytes(data)
         try:
             text, needs_clean = raw.decode("utf-8"), False
         except UnicodeDecodeError:
@@ -640,22 +640,32 @@ def _loads(data: bytes | str, what: str) -> Any:
     return value
 
 
+# Per args type: its decode hook (or None) and the names its errors use, looked up on its
+# first decode instead of by two getattr calls per job.
+_ARGS_TYPES: dict[Any, tuple[Any, str, str]] = {}
+
+
 def decode_args(args_type: type[T], data: bytes | str) -> T:
     """Build ``args_type`` from encoded args the way Go's ``json.Unmarshal`` fills a struct.
 
     Members match fields by JSON name (exactly, else case-insensitively, like
     Go); unknown members are ignored; missing members and ``null`` keep the
     field's default (or its zero value). ``__go_json_decode__(data)`` on the
-    class takes over entirely (for a nested value it receives that value
+    class (looked up once, at the type's first decode) takes over entirely (for
+    a nested value it receives that value
     re-encoded by :func:`encode`). Numbers decoded into ``Any`` stay Python
     ``int``/``float`` rather than becoming float64 as in Go.
     """
-    hook = getattr(args_type, "__go_json_decode__", None)
+    known = _ARGS_TYPES.get(args_type)
+    if known is None:
+        name = getattr(args_type, "__qualname__", None) or repr(args_type)
+        known = (getattr(args_type, "__go_json_decode__", None), name, f"args for {name}")
+        _ARGS_TYPES[args_type] = known
+    hook, name, what = known
     if hook is not None:
         result: T = hook(bytes(data) if not isinstance(data, str) else data.encode())
         return result
-    name = getattr(args_type, "__qualname__", None) or repr(args_type)
-    value = _loads(data, f"args for {name}")
+    value = _loads(data, what)
     if value is None:
         value = {}
     if value.__class__ is dict and args_type in _PLAIN_STRUCTS:

@@ -23,6 +23,7 @@ from river_protocol.client_core import (
     event_kind_for,
     parse_event_kinds,
 )
+from river_protocol.constants import JOB_TIMEOUT_NONE
 from river_protocol.errors import ValidationError
 from river_protocol.job import JobRow
 from river_protocol.machines.completer import CompletionReason
@@ -248,6 +249,18 @@ def test_plan_job_and_finish() -> None:
     assert finish.update.state in (JobState.AVAILABLE, JobState.RETRYABLE)
     assert core.stuck_after(timedelta(seconds=1)) == timedelta(seconds=11)
     assert set(core.make_producers()) == {"default"} and core.make_completer() is not None
+
+
+def test_plan_job_timeout_follows_the_config_it_is_planned_under() -> None:
+    core = _core(job_timeout=timedelta(seconds=5))
+    assert core.plan_job(_row()).timeout == timedelta(seconds=5)
+    assert core.plan_job(_row()).timeout == timedelta(seconds=5)  # the remembered value
+    core.config = dataclasses.replace(core.config, job_timeout=timedelta(seconds=9))
+    assert core.plan_job(_row()).timeout == timedelta(seconds=9)
+    core.config = dataclasses.replace(core.config, job_timeout=JOB_TIMEOUT_NONE)
+    assert core.plan_job(_row()).timeout is None
+    core.reconfigure(queues={"default": QueueConfig(max_workers=3)})
+    assert core.plan_job(_row()).timeout is None
 
 
 def test_config_validation_and_ids() -> None:
