@@ -144,6 +144,9 @@ def _requested(value: BaseException | WorkOutcome) -> Outcome | None:
     return None
 
 
+_COMPLETED = Completed()  # immutable and fieldless: one value serves every success
+
+
 def outcome_from_result(
     result: Any = None,
     error: BaseException | None = None,
@@ -162,7 +165,7 @@ def outcome_from_result(
     """
     if error is None:
         requested = _requested(result) if isinstance(result, (BaseException, WorkOutcome)) else None
-        return requested if requested is not None else Completed()
+        return requested if requested is not None else _COMPLETED
     requested = _requested(error)
     if requested is not None:
         return requested
