@@ -209,11 +209,12 @@ class _JobThreads:
             self._jobs.put(run)
 
     def _loop(self) -> None:
+        me = threading.current_thread()
         while True:
             run = self._jobs.get()
             if run is None:
                 return
-            run.thread = threading.current_thread()
+            run.thread = me
             try:
                 self._work(run)
             finally:

@@ -432,18 +432,26 @@ class Producer(Machine):
     def _on_claimed(self, event: IntentSucceeded, now: datetime) -> None:
         self._claim_failures = 0
         rows = tuple(event.result or ())
-        stamped = [r for r in rows if isinstance(r, JobRow) and r.attempted_at is not None]
-        if stamped:
-            self._claimed_since = max(r.attempted_at for r in stamped if r.attempted_at is not None)
-            self._claimed_last_ids = frozenset(r.id for r in stamped if r.attempted_at == self._claimed_since)
         if len(rows) > self._claim_limit:
             raise ProtocolError(f"claim returned {len(rows)} rows for a limit of {self._claim_limit}")
-        for row in rows:
-            if not isinstance(row, JobRow):
+        since: datetime | None = None
+        last_ids: list[int] = []
+        running = self._running
+        for row in rows:  # one pass: checked, marked running, and the latest attempt found
+            if row.__class__ is not JobRow and not isinstance(row, JobRow):
                 raise ProtocolError(f"ClaimJobs result must hold JobRow values, got {type(row).__name__}")
-            if row.id in self._running:
+            if row.id in running:
                 raise ProtocolError(f"claim returned job {row.id}, which is already running here")
-            self._running.add(row.id)
+            running.add(row.id)
+            at = row.attempted_at
+            if at is not None:
+                if since is None or at > since:
+                    since, last_ids = at, [row.id]
+                elif at == since:
+                    last_ids.append(row.id)
+        if since is not None:
+            self._claimed_since = since
+            self._claimed_last_ids = frozenset(last_ids)
         # Go starts every claimed row, even when stopping: they are locked as running already.
         self._effects_start.extend(rows)
         if rows and len(rows) == self._claim_limit:

@@ -249,7 +249,7 @@ def _micros(at: datetime | None) -> int | None:
 
 def _column(values: list[Any]) -> list[Any] | None:
     """``values``, or None when every one is None (bound as a NULL array)."""
-    return values if any(v is not None for v in values) else None
+    return values if values.count(None) != len(values) else None
 
 
 def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow]]:
@@ -266,7 +266,7 @@ def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow
                {_FROM_MICROS.format("scheduled_us")} AS scheduled_at, do_merge, updates
         FROM unnest(
             {b.p([u.id for u in us])}::bigint[],
-            {b.p([u.state.value for u in us])}::text[],
+            {b.p([u.state._value_ for u in us])}::text[],
             {b.p(_column([u.attempt for u in us]))}::int[],
             {b.p(_column([json_text(u.error) if u.error is not None else None for u in us]))}::text[],
             {b.p(_column([_micros(u.finalized_at) for u in us]))}::bigint[],
