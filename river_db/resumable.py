@@ -106,9 +106,11 @@ class ResumableSteps:
 class ResumableAttempt:
     """One attempt seen by the outermost middleware: records step progress unless it succeeds.
 
-    Both drivers' ``resumable_middleware`` are ``with ResumableAttempt(ctx) as attempt:
-    return attempt.returned(call_next(ctx, args))`` (awaited on trio); an exception
-    leaving the block (cancellation included) is recorded as a failed attempt.
+    Both drivers' ``resumable_middleware`` run the worker through it: when the job
+    has no stored progress, without it unless a step opens (``quick``, ``raised``
+    and ``returned`` below, the same rules), else ``with ResumableAttempt(ctx) as
+    attempt: return attempt.returned(call_next(ctx, args))`` (awaited on trio); an
+    exception leaving the block (cancellation included) is recorded as a failed attempt.
     """
 
     __slots__ = ("_ctx", "_settled")
@@ -116,6 +118,12 @@ class ResumableAttempt:
     def __init__(self, ctx: ResumableSteps) -> None:
         self._ctx = ctx
         self._settled = False
+
+    @staticmethod
+    def quick(ctx: ResumableSteps) -> bool:
+        """Whether the attempt may run without the block: nothing stored to check up front
+        (most jobs); ``raised``/``returned`` then settle it only if a step was opened."""
+        return ctx._resumable_state is None and not needs_state_up_front(ctx.job.metadata)
 
     def __enter__(self) -> ResumableAttempt:
         if needs_state_up_front(self._ctx.job.metadata):
@@ -125,16 +133,26 @@ class ResumableAttempt:
     def returned(self, result: Any) -> Any:
         """The worker returned ``result``; raises the error a resumable job owes instead, if any."""
         self._settled = True
-        if self._ctx._resumable_state is None:  # no step was opened and none was stored
-            return result
-        completed = isinstance(outcome_from_result(result, None), Completed)
-        updates, error = settle_run(self._ctx._resumable_state, raised=False, completed=completed)
-        self._ctx.metadata_updates.update(updates)
-        if error is not None:
-            raise error
-        return result
+        return returned(self._ctx, result)
 
     def __exit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
         if exc is not None and not self._settled:
-            updates, _ = settle_run(self._ctx._resumable_state, raised=True, completed=False)
-            self._ctx.metadata_updates.update(updates)
+            raised(self._ctx)
+
+
+def returned(ctx: ResumableSteps, result: Any) -> Any:
+    """An attempt returned ``result``: ``result``, or the error a resumable job owes instead."""
+    if ctx._resumable_state is None:  # no step was opened and none was stored
+        return result
+    completed = isinstance(outcome_from_result(result, None), Completed)
+    updates, error = settle_run(ctx._resumable_state, raised=False, completed=completed)
+    ctx.metadata_updates.update(updates)
+    if error is not None:
+        raise error
+    return result
+
+
+def raised(ctx: ResumableSteps) -> None:
+    """An attempt raised: record its step progress as a failed attempt's."""
+    updates, _ = settle_run(ctx._resumable_state, raised=True, completed=False)
+    ctx.metadata_updates.update(updates)

@@ -81,7 +81,7 @@ from river_protocol.outcomes import Failed, Outcome, undecodable_failure, unknow
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules, unique_fields_of
-from river_protocol.work import CancelCause, Finish, effective_timeout, error_text, finish_job
+from river_protocol.work import CancelCause, Finish, effective_timeout, error_text, finish_job, plain_success
 from river_protocol.workers import WorkerEntry, Workers
 
 # ---------------------------------------------------------------- configuration
@@ -631,12 +631,16 @@ class ClientCore:
         metadata_updates: Mapping[str, Any] | None = None,
     ) -> Finish:
         """The completer request for a finished run; draws the retry jitter from the core's rng."""
+        rand = self._rng.random()  # drawn for every run, successes too, as it always was
+        quick = plain_success(plan.job, outcome, now, metadata_updates)
+        if quick is not None:
+            return quick
         next_retry = None
         if plan.args_decoded and plan.worker is not None:
             next_retry = plan.worker.next_retry(plan.job)
         return finish_job(
             plan.job, outcome, now=now, started_at=started_at, cancel_cause=cancel_cause,
-            retry_policy=self.config.retry_policy, rand=self._rng.random(),
+            retry_policy=self.config.retry_policy, rand=rand,
             worker_next_retry=next_retry, error_handler_cancel=error_handler_cancel,
             metadata_updates=metadata_updates,
         )

@@ -200,6 +200,18 @@ class Finish:
     outcome: Outcome
 
 
+def plain_success(
+    job: JobRow, outcome: Outcome, now: datetime | GoTime, metadata_updates: Mapping[str, Any] | None
+) -> Finish | None:
+    """``finish_job``'s answer for a plain success (nothing recorded, a UTC ``now``), without its
+    dispatch; None for anything else. Most runs end here, and no override changes a success."""
+    if (outcome.__class__ is Completed and not metadata_updates and now.__class__ is datetime
+            and now.tzinfo is UTC):
+        return Finish(SetStateUpdate(job.id, JobState.COMPLETED, finalized_at=now),
+                      CompletionReason.COMPLETED, outcome)
+    return None
+
+
 def finish_job(
     job: JobRow,
     outcome: Outcome,
@@ -218,12 +230,9 @@ def finish_job(
     A remote cancel turns every outcome but success into the remote-cancel
     cancellation, whatever the worker raised.
     """
-    if (outcome.__class__ is Completed and not metadata_updates and now.__class__ is datetime
-            and now.tzinfo is UTC):
-        # Most runs end here: what the general path gives a plain success (a remote cancel
-        # doesn't change a success), without its dispatch.
-        return Finish(SetStateUpdate(job.id, JobState.COMPLETED, finalized_at=now),
-                      CompletionReason.COMPLETED, outcome)
+    quick = plain_success(job, outcome, now, metadata_updates)
+    if quick is not None:
+        return quick
     remote = cancel_cause is CancelCause.REMOTE_CANCEL
     if isinstance(outcome, Interrupted) and cancel_cause is not CancelCause.STOP:
         raise ValidationError("Interrupted is only a valid outcome after a client stop cancelled the job")

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from river_db.resumable import UNSET, ResumableAttempt, ResumableSteps
+from river_db.resumable import UNSET, ResumableAttempt, ResumableSteps, raised, returned
 from river_db.resumable import Step as Step
 from river_protocol.job import JobRow
 
@@ -49,5 +49,13 @@ class SyncResumableSteps(ResumableSteps):
 
 def resumable_middleware(ctx: WorkContext, args: Any, call_next: Callable[[WorkContext, Any], Any]) -> Any:
     """Outermost middleware: records step progress when an attempt doesn't succeed."""
+    if ResumableAttempt.quick(ctx):
+        try:
+            result = call_next(ctx, args)
+        except BaseException:
+            if ctx._resumable_state is not None:
+                raised(ctx)
+            raise
+        return returned(ctx, result)
     with ResumableAttempt(ctx) as attempt:
         return attempt.returned(call_next(ctx, args))

@@ -53,7 +53,7 @@ from river_db.client_support import (
 )
 from river_db.connect import sqlalchemy_kind
 from river_db.job_runs import JobRun
-from river_db.resumable import ResumableAttempt
+from river_db.resumable import ResumableAttempt, raised, returned
 from river_db.urls import dialect_of_url
 from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
@@ -259,6 +259,14 @@ async def _maybe_await(value: Any) -> Any:
 
 async def resumable_middleware(ctx: WorkContext, args: Any, call_next: CallNext) -> Any:
     """Outermost middleware: records step progress when an attempt doesn't succeed."""
+    if ResumableAttempt.quick(ctx):
+        try:
+            result = await call_next(ctx, args)
+        except BaseException:
+            if ctx._resumable_state is not None:
+                raised(ctx)
+            raise
+        return returned(ctx, result)
     with ResumableAttempt(ctx) as attempt:
         return attempt.returned(await call_next(ctx, args))
 

@@ -35,7 +35,7 @@ from river_protocol.outcomes import (
 )
 from river_protocol.retry import DefaultRetryPolicy
 from river_protocol.states import JobState
-from river_protocol.work import CancelCause, finish_job
+from river_protocol.work import CancelCause, finish_job, plain_success
 
 NOW_NS = 1715694327123456789  # 2024-05-14T13:45:27.123456789Z
 NOW = GoTime(NOW_NS)
@@ -490,3 +490,14 @@ def test_finish_job_plain_completion_shortcut_equals_the_general_path(
                          cancel_cause=cause, error_handler_cancel=handler_cancel)
     assert shortcut == general
     assert shortcut.reason is CompletionReason.COMPLETED and shortcut.update.finalized_at == now
+
+
+def test_plain_success_is_only_a_success_with_nothing_to_record() -> None:
+    job = JobRow(id=3, kind="k", encoded_args=b"{}", state=JobState.RUNNING, attempt=1)
+    quick = plain_success(job, Completed(), NOW_DT, {})
+    assert quick is not None and quick.update == SetStateUpdate(3, JobState.COMPLETED, finalized_at=NOW_DT)
+    assert quick.reason is CompletionReason.COMPLETED
+    assert plain_success(job, Completed(), NOW_DT, {"output": 1}) is None  # a metadata merge to make
+    assert plain_success(job, Completed(), GoTime.from_datetime(NOW_DT), None) is None  # not a UTC datetime
+    assert plain_success(job, Failed("x"), NOW_DT, None) is None
+    assert plain_success(job, Snooze(timedelta(seconds=1)), NOW_DT, None) is None
