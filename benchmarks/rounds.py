@@ -58,6 +58,7 @@ class System:
     run: Callable[[], dict[str, Any]]
     rates: list[float] = field(default_factory=list)
     cpus: list[float] = field(default_factory=list)
+    rss: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def record(self, result: dict[str, Any]) -> None:
@@ -68,6 +69,9 @@ class System:
         cpu = result.get("client_cpu_us_per_job")
         if cpu is not None:
             self.cpus.append(float(cpu))
+        rss = result.get("peak_rss_mb")
+        if rss is not None:
+            self.rss.append(float(rss))
 
     @property
     def rate(self) -> float | None:
@@ -169,10 +173,12 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 def report(all_systems: Sequence[System], rounds: int) -> None:
-    print(f"\n   {'system':<42} {'jobs/s (median)':>16} {'client CPU us/job':>18}   rounds")
+    print(f"\n   {'system':<42} {'jobs/s (median)':>16} {'client CPU us/job':>18} {'peak RSS MB':>12}"
+          "   rounds")
     for s in all_systems:
         shown = " ".join(f"{r:,.0f}" for r in s.rates)
-        print(f"   {s.name:<42} {_fmt(s.rate):>16} {_fmt(s.cpu, '.1f'):>18}   {shown}")
+        rss = _fmt(max(s.rss), ".0f") if s.rss else "-"
+        print(f"   {s.name:<42} {_fmt(s.rate):>16} {_fmt(s.cpu, '.1f'):>18} {rss:>12}   {shown}")
         for error in dict.fromkeys(s.errors):
             print(f"      failed: {error}")
     by = {s.name: s for s in all_systems}
