@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,15 +110,18 @@ def _process_cpu(pid: int) -> float:
 
 def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dict[str, Any]:
     """One ``river bench -n N`` of River Go: its own jobs/s, and its CPU while it works."""
+    # One stream: an unread stderr pipe would stall Go's logger once full, and the bench with it.
     proc = subprocess.Popen([binary, "bench", "--database-url", url, "--num-total-jobs", str(n)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     started: float | None = None
     rate: float | None = None
+    tail: deque[str] = deque(maxlen=2)
     assert proc.stdout is not None
     killer = threading.Timer(timeout, proc.kill)
     killer.start()
     try:
         for line in proc.stdout:
+            tail.append(line.strip())
             if started is None and line.startswith("bench: jobs worked"):
                 started = _process_cpu(proc.pid)
             match = _GO_OVERALL.search(line)
@@ -131,9 +135,7 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dic
         killer.cancel()
     _, status, usage = os.wait4(proc.pid, 0)  # its rusage: Popen.wait would discard it
     proc.returncode = os.waitstatus_to_exitcode(status)
-    errors = proc.stderr.read() if proc.stderr is not None else ""
     if proc.returncode != 0 or rate is None or started is None:
-        tail = errors.strip().splitlines()[-2:]
         return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
     cpu = usage.ru_utime + usage.ru_stime - started
     return {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu / n * 1e6}

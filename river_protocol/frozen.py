@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -37,7 +38,7 @@ def _slot_setter(cls: type, name: str) -> Any:
     for klass in cls.__mro__:
         descriptor = klass.__dict__.get(name)
         if descriptor is not None:
-            if not hasattr(descriptor, "__set__") or type(descriptor).__name__ != "member_descriptor":
+            if not isinstance(descriptor, types.MemberDescriptorType):
                 break
             return descriptor.__set__
     raise TypeError(f"{cls.__qualname__}.{name} is not a slot")
