@@ -93,7 +93,9 @@ def river_bench(url: str, n: int, driver: str, max_workers: int, timeout: float 
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-2:]
-        return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+        # Go's CLI prints its error and then its usage: the error line, else the last lines.
+        said = [line for line in tail if "error" in line.lower()] or list(tail)[-2:]
+        return {"error": f"exit {proc.returncode}: " + " | ".join(said[:2])}
     result: dict[str, Any] = json.loads(lines[-1])
     return result
 
@@ -115,7 +117,7 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dic
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     started: float | None = None
     rate: float | None = None
-    tail: deque[str] = deque(maxlen=2)
+    tail: deque[str] = deque(maxlen=50)
     assert proc.stdout is not None
     killer = threading.Timer(timeout, proc.kill)
     killer.start()
@@ -136,7 +138,9 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dic
     _, status, usage = os.wait4(proc.pid, 0)  # its rusage: Popen.wait would discard it
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0 or rate is None or started is None:
-        return {"error": f"exit {proc.returncode}: " + " | ".join(tail)}
+        # Go's CLI prints its error and then its usage: the error line, else the last lines.
+        said = [line for line in tail if "error" in line.lower()] or list(tail)[-2:]
+        return {"error": f"exit {proc.returncode}: " + " | ".join(said[:2])}
     cpu = usage.ru_utime + usage.ru_stime - started
     return {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu / n * 1e6}
 
