@@ -59,13 +59,19 @@ def resolve_caller_tx(
     """The validated DB-API connection inside ``tx`` and its dialect (may begin the
     caller's transaction). ``check_sqlite(conn, sqlalchemy_owned=...)`` replaces
     ``checked_sqlite`` for a driver with extra needs; ``expect`` as for ``executor_for_caller_tx``."""
-    conn, dialect = _resolve(tx, schema, check_sqlite or checked_sqlite)
-    if expect is not None and dialect.name != expect:
-        raise ValidationError(f"tx is a {dialect.name} transaction but the client uses {expect}")
-    return conn, dialect
+    conn, kind = _resolve(tx, check_sqlite or checked_sqlite)
+    return conn, caller_dialect(kind, schema, expect=expect)
 
 
-def _resolve(tx: Any, schema: str | None, check: Callable[..., Any]) -> tuple[Any, Dialect]:
+def caller_dialect(kind: str, schema: str | None, *, expect: str | None) -> Dialect:
+    """The dialect (``kind`` 'postgres' or 'sqlite') of a caller's transaction, for ``schema``
+    (validated); ``expect`` is the client's dialect name, which the transaction must share."""
+    if expect is not None and kind != expect:
+        raise ValidationError(f"tx is a {kind} transaction but the client uses {expect}")
+    return PostgresDialect(schema) if kind == "postgres" else SQLiteDialect(schema)
+
+
+def _resolve(tx: Any, check: Callable[..., Any]) -> tuple[Any, str]:
     tx = unwrap_django(tx)
     sa_conn = sqlalchemy_connection(tx)
     if sa_conn is not None:
@@ -75,12 +81,12 @@ def _resolve(tx: Any, schema: str | None, check: Callable[..., Any]) -> tuple[An
             sa_conn.begin()
         driver_conn = sa_conn.connection.driver_connection
         if kind == "postgres":
-            return checked_psycopg(driver_conn), PostgresDialect(schema)
-        return check(driver_conn, sqlalchemy_owned=True), SQLiteDialect(schema)
+            return checked_psycopg(driver_conn), kind
+        return check(driver_conn, sqlalchemy_owned=True), kind
     if _is_psycopg(tx):
-        return checked_psycopg(tx), PostgresDialect(schema)
+        return checked_psycopg(tx), "postgres"
     if is_sqlite(tx):
-        return check(tx, sqlalchemy_owned=False), SQLiteDialect(schema)
+        return check(tx, sqlalchemy_owned=False), "sqlite"
     raise ValidationError(
         f"cannot run inside a transaction of type {type(tx).__module__}.{type(tx).__qualname__}: pass a "
         "psycopg Connection, a SQLAlchemy Connection or Session, a sqlite3/sqlean connection, or a "

@@ -29,30 +29,45 @@ def _takes_binary(cursor_type: type) -> bool:
     return known
 
 
+def copy_sql(step: CopyRows) -> str:
+    """The ``COPY ... FROM STDIN`` statement of ``step``."""
+    return f"COPY {step.table} ({', '.join(step.columns)}) FROM STDIN"
+
+
+def psycopg_binary(cur: Any, step: Statement) -> bool:
+    """Whether to ask psycopg for ``step``'s rows in binary format."""
+    return step.binary and _takes_binary(type(cur))
+
+
+def psycopg_fetches(cur: Any, step: Statement) -> bool:
+    """Whether the statement psycopg cursor ``cur`` just ran returned rows to fetch: its result
+    says so (``description`` would build a Column per column on every statement)."""
+    result = cur.pgresult
+    return step.fetch and result is not None and result.status == _TUPLES_OK
+
+
+def plain_tuples(rows: list[Any]) -> list[tuple[Any, ...]]:
+    # psycopg's default rows are tuples already; copy only other row types.
+    return rows if not rows or type(rows[0]) is tuple else [tuple(r) for r in rows]
+
+
 def execute_step(conn: Any, step: Statement | CopyRows) -> list[tuple[Any, ...]]:
     """Run one statement on a blocking DB-API connection (psycopg 3, sqlite3-style, or a caller's)."""
     if isinstance(step, CopyRows):
-        cols = ", ".join(step.columns)
-        with conn.cursor() as cur, cur.copy(f"COPY {step.table} ({cols}) FROM STDIN") as copy:
+        with conn.cursor() as cur, cur.copy(copy_sql(step)) as copy:
             for row in step.rows:
                 copy.write_row(row)
         return []
     cur = conn.cursor()
     try:
         if hasattr(cur, "pgresult"):
-            # psycopg 3: its result says whether rows came back (``description`` would build
-            # a Column per column on every statement), and it can return binary results.
-            cur.execute(step.sql, step.params, binary=step.binary and _takes_binary(type(cur)))
-            result = cur.pgresult
-            fetch = step.fetch and result is not None and result.status == _TUPLES_OK
+            # psycopg 3: it can return binary results.
+            cur.execute(step.sql, step.params, binary=psycopg_binary(cur, step))
+            fetch = psycopg_fetches(cur, step)
         else:
             cur.execute(step.sql, step.params)
             fetch = step.fetch and cur.description is not None
-        if fetch:
-            rows = cur.fetchall()
-            # psycopg's default rows are tuples already; copy only other row types.
-            return rows if not rows or type(rows[0]) is tuple else [tuple(r) for r in rows]
-        return []
+        return plain_tuples(cur.fetchall()) if fetch else []
     finally:
         cur.close()
 
