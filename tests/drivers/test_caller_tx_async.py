@@ -9,6 +9,7 @@ and read back exactly as the sync psycopg path reads them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -33,21 +34,42 @@ from river_async.caller_tx_async import (
     numbered_placeholders,
 )
 from river_db.executor import Executor, execute_step
-from river_protocol.admin import update_output_intent
+from river_protocol.admin import (
+    cancel_intent,
+    decode_job_cursor,
+    encode_job_cursor,
+    list_jobs_intent,
+    list_queues_intent,
+    pause_intents,
+    update_output_intent,
+    update_queue_intents,
+)
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.postgres.fragments import JOB_COLUMNS
 from river_protocol.errors import ValidationError
 from river_protocol.intents import (
     ClaimJobs,
+    CountJobs,
+    DeleteJob,
     GetJob,
+    GetJobs,
+    GetQueue,
     InsertJobs,
     InsertJobsFast,
     InsertParams,
+    ListJobs,
+    ListQueues,
+    Notify,
+    PauseQueue,
+    ResumeQueue,
+    RetryJob,
     SetStateIfRunning,
     SetStateUpdate,
     Statement,
+    UpsertQueue,
 )
 from river_protocol.job import JobRow, encode_attempt_error
+from river_protocol.machines.notifications import TOPIC_CONTROL
 from river_protocol.states import JobState
 from river_trio.executor import AsyncExecutor
 from tests.drivers.test_client_support import migrated_pg_fixture  # noqa: F401 - the _migrated_pg fixture
@@ -351,6 +373,74 @@ async def test_jsonb_parameters_ignore_the_connections_own_codec(url: str) -> No
         assert updated.metadata == {"output": {"answer": 42}}
     finally:
         await conn.close()
+
+
+def admin_intents(step: int, previous: list[Any]) -> list[Any]:
+    """The intents the client runs with ``tx=`` (inserts, jobs and queues admin), in rounds:
+    round ``step`` may use the results of the rounds before it."""
+    if step == 0:
+        return [
+            InsertJobs(jobs=(rich_job(1), job("plain", tags=("red",)), job("third", priority=3)),
+                       nonce="0123456789abcdef"),
+            UpsertQueue("q1", metadata=b'{"team":"a"}', now=T0), UpsertQueue("q2", now=T0),
+            Notify(TOPIC_CONTROL, ('{"action":"noop"}',)),
+        ]
+    if step == 1:
+        return [
+            list_jobs_intent(states=["available", "scheduled"], kinds=["rich", "plain"],
+                             queues=["q1", "default"], ids=[1, 2, 3], priorities=[1, 2], tags_any=["red"],
+                             created_after=T0 - timedelta(days=3650), created_before=T0 + timedelta(days=1),
+                             order_by="created_at", limit=1),
+            list_jobs_intent(order_by="scheduled_at", descending=True, limit=2),
+            CountJobs(), GetJobs(ids=(1, 2, 3)), GetQueue("q1"), list_queues_intent(10, None),
+            ListQueues(name_contains="Q", exclude=("q2",)),
+        ]
+    if step == 2:
+        first_page = previous[1][0]
+        return [
+            ListJobs(order_by="created_at", limit=1, after=decode_job_cursor(
+                encode_job_cursor(first_page[0], "created_at", False), "created_at", False)),
+            cancel_intent(1, T0), update_output_intent(2, {"x": [1, "ü"]}), DeleteJob(3),
+            *pause_intents("q1", pause=True), *update_queue_intents("q2", {"k": [True, None]}),
+        ]
+    return [RetryJob(1, now=T0), ResumeQueue("q1", now=T0), PauseQueue("*", now=T0), CountJobs()]
+
+
+def _without_db_clock(value: Any) -> Any:
+    """``value`` with the times the database's own clock set (before T0's decade) blanked: they
+    differ from run to run."""
+    if isinstance(value, datetime):
+        return "db-now" if value.year < 2030 else value
+    if isinstance(value, (list, tuple)):
+        return [_without_db_clock(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _without_db_clock(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, {f.name: _without_db_clock(getattr(value, f.name))
+                                       for f in dataclasses.fields(value)})
+    return value
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_admin_intents_give_the_sync_psycopg_results(kind: str, url: str) -> None:
+    results: list[list[Any]] = []
+    async with open_caller(kind, url) as caller:
+        ex = await executor_for(await caller.begin())
+        for step in range(4):
+            results.append([await ex.run(i) for i in admin_intents(step, results)])
+        await caller.commit()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("TRUNCATE river_job, river_queue RESTART IDENTITY")
+    sync = sync_executor(url)
+    expected: list[list[Any]] = []
+    with sync.conn, sync.transaction():
+        for step in range(4):
+            expected.append([sync.run(i) for i in admin_intents(step, expected)])
+    assert _without_db_clock(results) == _without_db_clock(expected)
+    assert [j.id for j in results[1][0]] == [2] and [j.id for j in results[2][0]] == [3]
+    assert [j.id for j in results[1][1]] == [1, 3] and results[1][2]
+    assert results[2][1].state is JobState.CANCELLED and results[3][0].state is JobState.AVAILABLE
+    assert results[2][2].metadata == {"output": {"x": [1, "ü"]}}
 
 
 # ---------------------------------------------------------------- refusals
