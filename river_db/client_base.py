@@ -122,6 +122,7 @@ class ClientBase:
         self._error_handler = error_handler
         self._middleware: tuple[Callable[..., Any], ...] = (type(self)._outermost, *middleware)
         self._insert_middleware: tuple[Callable[..., Any], ...] = tuple(insert_middleware)
+        self._leadership.insert_middleware = self._insert_middleware
         # Held around every use of the core and the run table; a no-op where one thread runs it all.
         self._guard: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         self._runs = RunTable(self._log)

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from river_db.insert_middleware import InsertMiddlewareDatabase
 from river_db.periodic_jobs import PeriodicJobs
 from river_protocol.client_core import ClientCore
 from river_protocol.leadership import Leadership, LeadershipOutput, PeriodicJob, PeriodicRegistry
@@ -43,6 +44,8 @@ class LeaderBase:
         self._enqueuer: Any = None
         self.terms = 0  # terms won by this client (for logs and tests)
         self.periodic_jobs = PeriodicJobs(self)
+        # The client's insert middleware (it sets them): periodic inserts pass through them too.
+        self.insert_middleware: tuple[Callable[..., Any], ...] = ()
 
     @property
     def enabled(self) -> bool:
@@ -100,6 +103,11 @@ class LeaderBase:
                     self._log.debug("river: %s ran %d batch(es)", name, run.batches)
 
         return hook
+
+    def _enqueuer_database(self, database: Any) -> Any:
+        """``database`` as the periodic enqueuer's runner uses it (a stand-in with its ``run`` and
+        ``closed``): its inserts pass through the client's insert middleware, as the client's own do."""
+        return InsertMiddlewareDatabase(database, self.insert_middleware)
 
     def _on_periodic_output(self, out: periodic_machine.PeriodicOutput) -> None:
         for periodic_id, error in out.constructor_errors:

@@ -35,8 +35,9 @@ METADATA_KEY = "river_py:otel"
 INSTRUMENTATION_NAME = "river_otel"
 SYSTEM = "river"
 
-# Outcomes that end a run unsuccessfully get an error status; snooze and interrupted
-# runs come back, so their span status stays unset.
+# Outcomes that end a run unsuccessfully get an error status. Every other span's status
+# stays unset: OpenTelemetry leaves OK to the application, an instrumentation library sets
+# only errors (snoozed and interrupted runs come back, and are no errors either).
 _ERROR_OUTCOMES = frozenset({"error", "discard", "cancel"})
 
 InsertNext = Callable[[Sequence[InsertParams]], list[InsertResult]]
@@ -152,7 +153,6 @@ class OtelMiddleware:
                     span.set_attribute("river.job.id", results[0].job.id)
                 span.set_attribute("river.insert.duplicates",
                                    sum(1 for r in results if r.unique_skipped_as_duplicate))
-                span.set_status(Status(StatusCode.OK))
                 self._count_inserts(params, results, time.perf_counter() - started)
             span.end()
 
@@ -203,8 +203,6 @@ class OtelMiddleware:
             outcome = outcome_label(job, done[0] if done else None, None, cancel_cause=ctx.cancel_cause)
             if outcome in _ERROR_OUTCOMES:  # a returned JobCancel/JobDiscard
                 span.set_status(Status(StatusCode.ERROR, f"job {outcome}"))
-            elif outcome == "completed":
-                span.set_status(Status(StatusCode.OK))
         except BaseException as exc:
             outcome = outcome_label(job, None, exc, cancel_cause=ctx.cancel_cause)
             if outcome in _ERROR_OUTCOMES:

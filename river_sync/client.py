@@ -35,6 +35,7 @@ from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
     ClientStats,
 )
+from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
 from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
@@ -328,10 +329,7 @@ class Client(ClientBase):
         def innermost(jobs: Sequence[InsertParams]) -> list[InsertResult]:
             return self._insert_plan(plan.with_jobs(jobs), tx)
 
-        call: InsertNext = innermost
-        for mw in reversed(self._insert_middleware):
-            call = (lambda m, nxt: lambda jobs: m(jobs, nxt))(mw, call)
-        return list(call(plan.insert.jobs))
+        return list(insert_chain(self._insert_middleware, innermost)(plan.insert.jobs))
 
     def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if tx is not None:

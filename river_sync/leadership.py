@@ -108,8 +108,8 @@ class LeaderDriver(LeaderBase):
                     self._services[name] = runner
                     runner.start(mnt.Start())
                 enqueuer = self._core.make_periodic_enqueuer(self._registry.start_term())
-                self._enqueuer = MachineRunner(enqueuer, self._db, name="periodic-enqueuer",
-                                               on_output=self._on_periodic_output)
+                self._enqueuer = MachineRunner(enqueuer, self._enqueuer_database(self._db),
+                                               name="periodic-enqueuer", on_output=self._on_periodic_output)
                 self._enqueuer.start(periodic_machine.Start())
         except Exception as exc:  # the machine undoes the partial start and retries
             return exc

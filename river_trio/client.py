@@ -52,6 +52,7 @@ from river_db.client_support import (
     ClientStats,
 )
 from river_db.connect import sqlalchemy_kind
+from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
 from river_db.resumable import ResumableAttempt, raised, returned
 from river_db.urls import dialect_of_url
@@ -398,10 +399,7 @@ class Client(ClientBase):
         async def innermost(jobs: Sequence[InsertParams]) -> list[InsertResult]:
             return await self._insert_plan(plan.with_jobs(jobs), tx)
 
-        call: InsertNext = innermost
-        for mw in reversed(self._insert_middleware):
-            call = (lambda m, nxt: lambda jobs: m(jobs, nxt))(mw, call)
-        return list(await call(plan.insert.jobs))
+        return list(await insert_chain(self._insert_middleware, innermost)(plan.insert.jobs))
 
     async def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if tx is not None:

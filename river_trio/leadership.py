@@ -117,8 +117,8 @@ class LeaderDriver(LeaderBase):
                 self._services[name] = runner
                 await self._nursery.start(runner.run, mnt.Start())
             enqueuer = self._core.make_periodic_enqueuer(self._registry.start_term())
-            self._enqueuer = MachineRunner(enqueuer, self._db, name="periodic-enqueuer",
-                                           on_output=self._on_periodic_output)
+            self._enqueuer = MachineRunner(enqueuer, self._enqueuer_database(self._db),
+                                           name="periodic-enqueuer", on_output=self._on_periodic_output)
             await self._nursery.start(self._enqueuer.run, periodic_machine.Start())
         except Exception as exc:  # the machine undoes the partial start and retries
             return exc

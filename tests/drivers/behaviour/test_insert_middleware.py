@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from harness import Harness  # type: ignore[import-not-found]
+from leader_support import all_jobs, wait_until  # type: ignore[import-not-found]
 from test_client_support import Other, Task  # type: ignore[import-not-found]
 
+from behaviour.support import leader_client
 from behaviour.support import stored_metadata as stored_with_nonce
 from river_protocol.errors import ValidationError
 from river_protocol.middleware import metadata_of, with_metadata
-from river_sync import InsertManyParams, InsertOpts
+from river_sync import Database, InsertManyParams, InsertOpts, PeriodicJob
 
 
 def stored_metadata(url: str, job_id: int) -> dict[str, Any]:
@@ -87,3 +90,23 @@ def test_middleware_runs_inside_the_callers_transaction(h: Harness, client_db_ur
         raise RuntimeError("roll back")
     assert calls == [1]
     assert len(client.jobs.list().jobs) == 0
+
+
+def test_periodic_inserts_pass_through_the_middleware_too(h: Harness, client_db_url: str) -> None:
+    seen: list[tuple[str, ...]] = []
+
+    def stamp(params: Any) -> Any:
+        seen.append(tuple(p.kind for p in params))
+        return [with_metadata(p, {"stamped": True}) for p in params]
+
+    periodic = PeriodicJob(timedelta(hours=1), lambda: Task("p"), id="hourly", run_on_start=True,
+                           opts=InsertOpts(queue="parked"))  # nobody works it: the row stays as inserted
+    with Database.from_url(client_db_url) as db, leader_client(
+        h, client_db_url, h.workers(lambda args: None, Task), periodic_jobs=[periodic],
+        insert_middleware=[h.insert_middleware(stamp)],
+    ):
+        (row,) = wait_until(lambda: all_jobs(db), "the periodic job to be enqueued")
+    assert seen == [("task",)]
+    assert stored_metadata(client_db_url, row.id) == {
+        "periodic": True, "river:periodic_job_id": "hourly", "stamped": True,
+    }

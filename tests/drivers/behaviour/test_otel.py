@@ -19,12 +19,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 from test_client_support import Task  # type: ignore[import-not-found]
 
 import river_sync
-from behaviour.support import fast_client, stored_metadata, wait_for, wait_for_all
+from behaviour.support import fast_client, leader_client, stored_metadata, wait_for, wait_for_all
 from river_otel import METADATA_KEY, OtelMiddleware
 from river_protocol.errors import ValidationError
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
-from river_sync import EventKind, InsertManyParams, InsertOpts, JobCancel, JobSnooze, QueueConfig
+from river_sync import EventKind, InsertManyParams, InsertOpts, JobCancel, JobSnooze, PeriodicJob, QueueConfig
 
 
 class Telemetry:
@@ -114,14 +114,15 @@ def test_the_job_run_continues_the_trace_of_the_request_that_inserted_it(
     carried = stored_metadata(client_db_url, inserted.job.id)[METADATA_KEY]
     assert carried["traceparent"].split("-")[2] == format(insert.context.span_id, "016x")
 
-    assert insert.kind is SpanKind.PRODUCER and insert.status.status_code is StatusCode.OK
+    # Success leaves the status unset: OpenTelemetry leaves OK to the application.
+    assert insert.kind is SpanKind.PRODUCER and insert.status.status_code is StatusCode.UNSET
     assert dict(insert.attributes or {}) == {
         "messaging.system": "river", "messaging.operation.type": "send", "messaging.operation.name": "insert",
         "messaging.batch.message_count": 1, "messaging.destination.name": "default", "river.job.kind": "task",
         "messaging.message.id": str(inserted.job.id), "river.job.id": inserted.job.id,
         "river.insert.duplicates": 0,
     }
-    assert work_span.kind is SpanKind.CONSUMER and work_span.status.status_code is StatusCode.OK
+    assert work_span.kind is SpanKind.CONSUMER and work_span.status.status_code is StatusCode.UNSET
     assert dict(work_span.attributes or {}) == {
         "messaging.system": "river", "messaging.operation.type": "process",
         "messaging.operation.name": "work",
@@ -290,3 +291,23 @@ def test_a_run_cut_short_by_a_hard_stop_is_interrupted_not_an_error(
     span = tel.one("work task")
     assert span.attributes is not None and span.attributes["river.job.outcome"] == "interrupted"
     assert span.status.status_code is StatusCode.UNSET and span.events == ()
+
+
+def test_a_periodic_insert_has_a_producer_span_that_its_run_continues(
+    h: Harness, client_db_url: str, tel: Telemetry
+) -> None:
+    periodic = PeriodicJob(timedelta(hours=1), lambda: Task("periodic"), id="hourly", run_on_start=True)
+    client = leader_client(h, client_db_url, h.workers(lambda args: None, Task), periodic_jobs=[periodic],
+                           **instrumented(h, tel))
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with client:
+        event = sub.get(timeout=15)
+    insert, work = tel.one("insert default"), tel.one("work task")
+    assert insert.kind is SpanKind.PRODUCER and insert.status.status_code is StatusCode.UNSET
+    assert insert.attributes is not None and insert.attributes["river.job.id"] == event.job.id
+    assert insert.attributes["river.job.kind"] == "task"
+    assert work.parent is not None and work.parent.span_id == insert.context.span_id
+    stored = stored_metadata(client_db_url, event.job.id)
+    assert stored["river:periodic_job_id"] == "hourly" and METADATA_KEY in stored
+    counts = {p.attributes["river.insert.outcome"]: p.value for p in tel.points("river.insert.count")}
+    assert counts == {"inserted": 1}
