@@ -72,12 +72,15 @@ async def native_runner_for(
     """A runner whose statements run in ``tx``'s open transaction, and its dialect; None when
     ``tx`` is none of the asyncio-native kinds. ``expect`` is the client's dialect name."""
     if _instance_of(tx, "psycopg", "AsyncConnection"):
+        _require_asyncio(tx)
         dialect = caller_dialect("postgres", schema, expect=expect)
         return PsycopgAsyncRunner(checked_psycopg(tx)), dialect
     if _is_asyncpg(tx):
+        _require_asyncio(tx)
         dialect = caller_dialect("postgres", schema, expect=expect)
         return AsyncpgRunner(_checked_asyncpg(tx)), dialect
     if _instance_of(tx, "sqlalchemy.ext.asyncio", "AsyncConnection", "AsyncSession"):
+        _require_asyncio(tx)
         return await _sqlalchemy_runner(tx, schema, expect)
     return None
 
@@ -88,6 +91,16 @@ async def native_runner_for(
 def _instance_of(obj: Any, module_name: str, *class_names: str) -> bool:
     module = sys.modules.get(module_name)
     return module is not None and isinstance(obj, tuple(getattr(module, n) for n in class_names))
+
+
+def _require_asyncio(tx: Any) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise ValidationError(
+            f"{type(tx).__module__}.{type(tx).__qualname__} runs on asyncio only, and this is not an "
+            "asyncio event loop"
+        ) from None
 
 
 def _is_asyncpg(obj: Any) -> bool:
@@ -134,6 +147,8 @@ async def _sqlalchemy_runner(tx: Any, schema: str | None, expect: str | None) ->
         # As SQLAlchemy's autobegin on first execute would: the caller commits it.
         await sa_conn.begin()
     raw = (await sa_conn.get_raw_connection()).driver_connection
+    if raw is None:
+        raise ValidationError("the SQLAlchemy connection was invalidated: roll it back first")
     if _is_asyncpg(raw):
         if not raw.is_in_transaction():
             # SQLAlchemy's asyncpg adapter sends BEGIN with its first statement, not at begin().
@@ -156,11 +171,6 @@ async def _drive(plan: Plan[R], execute: Callable[[Statement | CopyRows], Corout
         plan.close()
 
 
-def _own_transaction_refused(begin: str | None) -> None:
-    if begin is not None:
-        raise ValidationError("a runner inside the caller's transaction never begins one of its own")
-
-
 class _CallerTxRunner:
     """What both runners share: plans run straight in the caller's transaction, which only the
     caller ends (``rollback`` leaves it alone: after a failure the caller rolls it back)."""
@@ -168,7 +178,8 @@ class _CallerTxRunner:
     conn: Any
 
     async def run_plan(self, plan: Plan[R], *, begin: str | None = None) -> R:
-        _own_transaction_refused(begin)
+        if begin is not None:
+            raise ValidationError("a runner inside the caller's transaction never begins one of its own")
         # The plan runs in a task of its own, cancelled once when the waiting task is: both
         # drivers clean up after a cancellation with awaits of their own, which an AnyIO cancel
         # scope (it cancels at every await) would interrupt, and psycopg then closes the

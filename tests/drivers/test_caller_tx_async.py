@@ -9,6 +9,7 @@ and read back exactly as the sync psycopg path reads them.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import subprocess
@@ -510,6 +511,23 @@ async def test_other_objects_are_not_native(url: str) -> None:
             assert await native_runner_for(tx, schema=None, expect="postgres") is None
 
 
+def test_asyncio_kinds_are_refused_on_another_event_loop(url: str) -> None:
+    import trio
+
+    async def refused(*objects: Any) -> None:
+        for tx in objects:
+            with pytest.raises(ValidationError, match="runs on asyncio only"):
+                await native_runner_for(tx, schema=None, expect="postgres")
+
+    conn = asyncio.run(psycopg.AsyncConnection.connect(url))
+    engine = create_async_engine(_sqlalchemy_url(url, "psycopg"))
+    try:
+        trio.run(refused, conn, AsyncSession(engine))
+    finally:
+        asyncio.run(conn.close())
+        asyncio.run(engine.dispose())
+
+
 def test_finding_nothing_imports_no_optional_driver() -> None:
     code = (
         "import asyncio, sys\n"
@@ -524,15 +542,30 @@ def test_finding_nothing_imports_no_optional_driver() -> None:
 # ---------------------------------------------------------------- cancellation
 
 
+async def cancelled_after(seconds: float, how: str, call: Any) -> None:
+    """Run ``call()`` and cancel it after ``seconds``, by an AnyIO cancel scope (which cancels
+    at every await until the scope exits) or by asyncio's own timeout (which cancels once)."""
+    if how == "anyio":
+        with anyio.move_on_after(seconds) as scope:
+            await call()
+        assert scope.cancelled_caught
+    else:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await call()
+
+
+@pytest.mark.parametrize("how", ["anyio", "asyncio"])
 @pytest.mark.parametrize("kind", KINDS)
-async def test_a_cancelled_statement_leaves_the_caller_able_to_roll_back(kind: str, url: str) -> None:
+async def test_a_cancelled_statement_leaves_the_caller_able_to_roll_back(
+    kind: str, how: str, url: str
+) -> None:
     async with open_caller(kind, url) as caller:
         ex = await executor_for(await caller.begin())
         await insert(ex, job("lost"))
-        with anyio.move_on_after(0.3) as scope:
-            await ex.runner.run_plan(sleep_plan(30))
-        assert scope.cancelled_caught
-        await caller.rollback()  # the caller's to do; the connection lets them
+        await cancelled_after(0.3, how, lambda: ex.runner.run_plan(sleep_plan(30)))
+        with anyio.fail_after(10):  # at once: the server stopped the 30 s sleep
+            await caller.rollback()  # the caller's to do; the connection lets them
 
         ex = await executor_for(await caller.begin())
         await insert(ex, job("next"))
