@@ -23,9 +23,10 @@ def _takes_binary(cursor_type: type) -> bool:
     (Django's, for one) can't."""
     known = _BINARY_CURSORS.get(cursor_type)
     if known is None:
-        from psycopg import ClientCursor  # a psycopg cursor is in hand, so psycopg is installed
+        # A psycopg cursor is in hand, so psycopg is installed.
+        from psycopg import AsyncClientCursor, ClientCursor
 
-        known = _BINARY_CURSORS[cursor_type] = not issubclass(cursor_type, ClientCursor)
+        known = _BINARY_CURSORS[cursor_type] = not issubclass(cursor_type, (ClientCursor, AsyncClientCursor))
     return known
 
 

@@ -178,7 +178,8 @@ class AsyncpgCaller(Caller):
 
 
 KINDS = [
-    "psycopg", "psycopg-autocommit", "sqlalchemy-conn-psycopg", "sqlalchemy-session-psycopg",
+    "psycopg", "psycopg-autocommit", "psycopg-client-cursor",
+    "sqlalchemy-conn-psycopg", "sqlalchemy-session-psycopg",
     "sqlalchemy-conn-asyncpg", "sqlalchemy-session-asyncpg", "asyncpg", "asyncpg-pool",
 ]
 
@@ -190,7 +191,11 @@ def _sqlalchemy_url(url: str, driver: str) -> str:
 @asynccontextmanager
 async def open_caller(kind: str, url: str) -> AsyncIterator[Caller]:
     if kind.startswith("psycopg"):
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=kind == "psycopg-autocommit")
+        # Client-side binding cursors cannot return binary results; the runner asks for text then.
+        factory = psycopg.AsyncClientCursor if kind == "psycopg-client-cursor" else psycopg.AsyncCursor
+        conn = await psycopg.AsyncConnection.connect(
+            url, autocommit=kind == "psycopg-autocommit", cursor_factory=factory
+        )
         async with conn:
             yield PsycopgCaller(conn)
     elif kind.startswith("sqlalchemy"):
