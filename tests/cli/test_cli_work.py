@@ -356,7 +356,7 @@ def app_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str)
     (["{app}:"], "expected MODULE:ATTR"),
     (["no_such_module_xyz:client"], "cannot import module 'no_such_module_xyz'"),
     (["{app}:missing"], "has no attribute 'missing'"),
-    (["{app}:not_a_client"], "must be a river_sync Client or a callable returning one, got int"),
+    (["{app}:not_a_client"], "must be a river_sync, river_trio or river_asyncio Client or a callable returning one, got int"),
     (["{app}:client", "--database-url", "x.sqlite3"], "--database-url: {app}:client is a client"),
     (["{app}:zero_arg_factory", "--schema", "s"],
      "--schema given, but {app}:zero_arg_factory() takes no schema"),
