@@ -643,3 +643,16 @@ def test_worker_command_passes_the_loop() -> None:
     plan = BenchPlan(url="sqlite://x.db", schema=None, database="sqlite", driver="asyncio", loop="uvloop")
     argv = worker_command(plan)
     assert argv[argv.index("--driver") + 1] == "asyncio" and argv[-2:] == ["--loop", "uvloop"]
+
+
+def test_benchmark_rounds_include_asyncio_once_river_asyncio_is_importable(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import rounds
+
+    monkeypatch.setattr(rounds.importlib.util, "find_spec", lambda name: None)
+    assert rounds.river_drivers() == ("sync", "trio")
+    monkeypatch.undo()
+    monkeypatch.delitem(sys.modules, "river_asyncio", raising=False)
+    monkeypatch.setattr(sys, "path", [str(FAKE_ASYNCIO), *sys.path])
+    assert rounds.river_drivers() == ("sync", "trio", "asyncio")
