@@ -10,6 +10,7 @@ from before it was added, so it counts as "trio". Nothing here imports trio or
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import logging
 import signal
@@ -26,6 +27,28 @@ LOOPS = ("default", "uvloop")  # the asyncio backend's event loops
 
 T = TypeVar("T")
 
+PACKAGES = {"trio": "river_trio", "asyncio": "river_asyncio"}  # backend -> the package of its Client
+
+
+class DriverUnavailableError(RuntimeError):
+    """The River package for an async backend cannot be imported here."""
+
+
+def client_package(backend: str, *, needed_by: str | None = None) -> Any:
+    """The River package whose Client runs on ``backend``, imported only now (so an asyncio
+    process loads no trio); ``DriverUnavailableError`` when it is not installed, saying that
+    ``needed_by`` (default: "the <backend> client") needs it."""
+    package = PACKAGES.get(backend)
+    if package is None:
+        raise ValueError(f"no River client for {backend!r}; backends: {', '.join(PACKAGES)}")
+    try:
+        return importlib.import_module(package)
+    except ModuleNotFoundError as exc:
+        if exc.name != package:
+            raise
+        needer = needed_by or f"the {backend} client"
+        raise DriverUnavailableError(f"{package} is not installed: {needer} needs it") from None
+
 # What makes an object an async River client, as far as the tools use one.
 _ASYNC_METHODS = ("run", "stop", "stop_and_cancel", "wait")
 
@@ -38,10 +61,12 @@ def is_async_client(value: Any) -> bool:
 
 
 def backend_of(client: Any) -> str:
-    """The AnyIO backend ``client`` runs on: its class's ``ANYIO_BACKEND``, else "trio"."""
-    backend = getattr(type(client), "ANYIO_BACKEND", "trio")
+    """The AnyIO backend ``client`` (or a client class) runs on: its class's ``ANYIO_BACKEND``,
+    else "trio"."""
+    cls = client if isinstance(client, type) else type(client)
+    backend = getattr(cls, "ANYIO_BACKEND", "trio")
     if backend not in BACKENDS:
-        raise ValueError(f"{type(client).__qualname__}.ANYIO_BACKEND is {backend!r}, not one of {BACKENDS}")
+        raise ValueError(f"{cls.__qualname__}.ANYIO_BACKEND is {backend!r}, not one of {BACKENDS}")
     return str(backend)
 
 
@@ -107,5 +132,5 @@ async def _end_when_stopped(client: Any, listening: anyio.CancelScope) -> None:
     listening.cancel()
 
 
-__all__ = ["BACKENDS", "LOOPS", "backend_of", "backend_options", "is_async_client", "run",
-           "run_until_signalled"]
+__all__ = ["BACKENDS", "LOOPS", "PACKAGES", "DriverUnavailableError", "backend_of", "backend_options",
+           "client_package", "is_async_client", "run", "run_until_signalled"]

@@ -14,7 +14,6 @@ the other tasks wake once a second, or once per inserted batch.
 
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from typing import Any, TextIO
@@ -23,6 +22,7 @@ import anyio
 
 from river_protocol.workers import Workers
 from river_tools import async_runner
+from river_tools.async_runner import DriverUnavailableError  # raised by client_class
 from river_tools.bench import (
     CONTINUOUS_BATCH,
     FETCH_COOLDOWN,
@@ -42,25 +42,14 @@ from river_tools.bench import (
     result_of,
 )
 
-ASYNC_DRIVERS = {"trio": "river_trio", "asyncio": "river_asyncio"}  # driver -> the package of its Client
-
-
-class DriverUnavailableError(RuntimeError):
-    """The package of an async driver cannot be imported here."""
+ASYNC_DRIVERS = async_runner.PACKAGES  # driver (its backend's name) -> the package of its Client
 
 
 def client_class(driver: str) -> Any:
     """The ``Client`` class of async ``driver``, imported only now (an asyncio run loads no trio)."""
-    package = ASYNC_DRIVERS.get(driver)
-    if package is None:
+    if driver not in ASYNC_DRIVERS:
         raise ValueError(f"no async driver {driver!r}; async drivers: {', '.join(ASYNC_DRIVERS)}")
-    try:
-        module = importlib.import_module(package)
-    except ModuleNotFoundError as exc:
-        if exc.name != package:
-            raise
-        raise DriverUnavailableError(f"{package} is not installed: --driver {driver} needs it") from None
-    return module.Client
+    return async_runner.client_package(driver, needed_by=f"--driver {driver}").Client
 
 
 def bench_workers() -> Workers:
