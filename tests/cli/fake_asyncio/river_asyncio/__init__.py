@@ -5,7 +5,8 @@ task status, ``stop``, ``stop_and_cancel``, ``wait``, ``insert``, ``subscribe``,
 ``async with``) and ``ANYIO_BACKEND = "asyncio"``. Every async method first checks
 that it runs in an asyncio event loop, so a tool that dispatched it to the wrong
 backend fails; ``run`` says on stderr which event loop module ran it (asyncio's
-own or uvloop). Put this directory first on ``PYTHONPATH`` to use it. It tests the
+own or uvloop) and how many trio modules the process has loaded (an asyncio
+process should load none). Put this directory first on ``PYTHONPATH`` to use it. It tests the
 tools' dispatch, not an asyncio client: jobs run on river_sync's threads.
 """
 
@@ -82,7 +83,9 @@ class Client:
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         _on_asyncio()
         loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
-        print(f"fake river_asyncio: running on {loop}", file=sys.stderr, flush=True)
+        trio = sorted(name for name in sys.modules if name == "trio" or name.startswith("trio."))
+        print(f"fake river_asyncio: running on {loop}; trio modules loaded: {len(trio)}", file=sys.stderr,
+              flush=True)
         await _in_thread(self._sync.start)
         task_status.started()
         await self.wait()
