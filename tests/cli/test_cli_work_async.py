@@ -42,17 +42,8 @@ inserter, processes = sync_work.inserter, sync_work.processes
 
 FAKE_ASYNCIO = Path(__file__).with_name("fake_asyncio")
 
-TRIO_APP = '''
-import os
-import sys
-from dataclasses import dataclass
-from typing import ClassVar
-
-import anyio
-import sniffio
-
-from river_trio import Client, QueueConfig, Workers
-
+# What both apps share: the args types and a line writer (their imports come first).
+APP_COMMON = '''
 
 @dataclass
 class Quick:
@@ -76,6 +67,19 @@ workers = Workers()
 def say(text):
     sys.stdout.write(text + "\\n")
     sys.stdout.flush()
+'''
+
+TRIO_APP = '''
+import os
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+import anyio
+import sniffio
+
+from river_trio import Client, QueueConfig, Workers
+''' + APP_COMMON + '''
 
 
 @workers.job(Quick)
@@ -128,25 +132,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from river_asyncio import Client, QueueConfig, Workers
-
-
-@dataclass
-class Quick:
-    kind: ClassVar[str] = "quick"
-    n: int = 0
-
-
-@dataclass
-class Long:
-    kind: ClassVar[str] = "long"
-
-
-workers = Workers()
-
-
-def say(text):
-    sys.stdout.write(text + "\\n")
-    sys.stdout.flush()
+''' + APP_COMMON + '''
 
 
 @workers.job(Quick)
