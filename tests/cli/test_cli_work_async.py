@@ -119,6 +119,13 @@ def one_worker_client():
     return Client(os.environ["WORK_APP_DB"], workers=workers, queues={"default": QueueConfig(max_workers=1)})
 
 
+async def signals_itself():
+    import signal
+
+    os.kill(os.getpid(), signal.SIGTERM)  # before river work has its handlers: recorded, then replayed
+    return make_client()
+
+
 async def returns_a_sync_client():
     import river_sync
 
@@ -230,6 +237,18 @@ def test_an_async_factory_is_awaited_with_the_database_url_and_narrowed(
         assert row(inserter, elsewhere).state is JobState.AVAILABLE
     finally:
         inserter.stop()
+
+
+def test_a_signal_before_the_handlers_is_kept_for_them(
+    trio_app: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    worker = WorkerProcess(trio_app, sqlite_url, "trio_app:signals_itself")
+    processes.append(worker)
+    assert worker.exit_code() == 0  # not killed by the SIGTERM: it became a soft stop
+    ready = worker.expect("working ", "err")
+    stopping = worker.expect("SIGTERM received: stopping after running jobs finish", "err")
+    assert worker.seen["err"].index(ready) < worker.seen["err"].index(stopping)
+    worker.expect("stopped (soft stop)", "err")
 
 
 def test_trio_processes_run_one_client_each_and_stop_in_two_steps(
