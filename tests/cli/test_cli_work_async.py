@@ -491,3 +491,17 @@ def test_run_until_signalled_stops_softly_then_hard_on_either_backend() -> None:
             return result[0], client.calls
 
         assert anyio.run(scenario, backend=backend) == ("hard", ["stop 3.0", "stop_and_cancel"]), backend
+
+
+def test_client_package_imports_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import river_trio
+
+    assert async_runner.client_package("trio") is river_trio
+    monkeypatch.setitem(sys.modules, "river_asyncio", None)  # what a missing package raises
+    with pytest.raises(async_runner.DriverUnavailableError,
+                       match="river_asyncio is not installed: the asyncio client needs it"):
+        async_runner.client_package("asyncio")
+    with pytest.raises(async_runner.DriverUnavailableError, match="not installed: my tool needs it"):
+        async_runner.client_package("asyncio", needed_by="my tool")
+    with pytest.raises(ValueError, match="no River client for 'curio'"):
+        async_runner.client_package("curio")
