@@ -297,15 +297,36 @@ def _work_async(args: argparse.Namespace, made: Any, backend: str) -> int:
     """Run an async client (or await an async factory's, then run it) under ``anyio.run``."""
 
     async def main(early: _EarlySignals) -> str:
-        client = checked_client(await made, args.target, backend) if inspect.isawaitable(made) else made
+        client = made
+        if inspect.isawaitable(made):
+            try:
+                client = checked_client(await made, args.target, backend)
+            except ValidationError as exc:  # as for a plain factory: the client's settings are input
+                raise UsageError(f"{args.target}: {exc}") from exc
         ready = configure_for_work(client, args, worked_queues(client, args))
         threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready", daemon=True).start()
         return await async_runner.run_until_signalled(client)
 
     with tuned_for_worker(not args.default_gc), _EarlySignals() as early:
-        how = async_runner.run(main, early, backend=backend, loop=args.loop)
+        try:
+            how = async_runner.run(main, early, backend=backend, loop=args.loop)
+        except BaseExceptionGroup as group:
+            sole = sole_exception(group)
+            if sole is None:
+                raise
+            raise sole from None  # so a client's ValidationError or RiverError reads as in the sync path
     log.info("stopped (%s stop)", how)
     return EXIT_OK
+
+
+def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception inside ``group`` and its nested groups, or None if there are several."""
+    while len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if not isinstance(inner, BaseExceptionGroup):
+            return inner
+        group = inner
+    return None
 
 
 class _EarlySignals:

@@ -126,6 +126,14 @@ async def signals_itself():
     return make_client()
 
 
+async def invalid_settings():
+    return Client(os.environ["WORK_APP_DB"], workers=workers, queues=QUEUES, max_attempts=0)
+
+
+no_workers_allowed = Client(os.environ["WORK_APP_DB"], workers=workers,
+                            queues={"default": QueueConfig(max_workers=0)})  # refused when it starts
+
+
 async def returns_a_sync_client():
     import river_sync
 
@@ -354,6 +362,8 @@ def trio_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
     (["{app}:returns_a_sync_client"],
      "returned a river_sync client (no event loop); make it a plain def"),
     (["{app}:Quick"], "{app}:Quick() returned Quick, not a river_sync, river_trio or river_asyncio Client"),
+    (["{app}:invalid_settings"], "{app}:invalid_settings: max_attempts must be between 1 and 32767"),
+    (["{app}:no_workers_allowed"], "error: max_workers must be between 1 and 10000, got 0"),
 ])
 def test_async_usage_errors_exit_2(
     trio_module: str, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
@@ -505,3 +515,11 @@ def test_client_package_imports_only_when_asked(monkeypatch: pytest.MonkeyPatch)
         async_runner.client_package("asyncio", needed_by="my tool")
     with pytest.raises(ValueError, match="no River client for 'curio'"):
         async_runner.client_package("curio")
+
+
+def test_sole_exception() -> None:
+    from river_tools.cli.work import sole_exception
+
+    error = ValueError("x")
+    assert sole_exception(ExceptionGroup("a", [ExceptionGroup("b", [error])])) is error
+    assert sole_exception(ExceptionGroup("a", [error, KeyError("y")])) is None
