@@ -28,6 +28,7 @@ recorded in issue 9 is shown instead, marked as such.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -145,6 +146,11 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dic
     return {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu / n * 1e6}
 
 
+def river_drivers() -> tuple[str, ...]:
+    """``river bench``'s drivers to run: asyncio once river_asyncio can be imported (issue 16)."""
+    return ("sync", "trio") + (("asyncio",) if importlib.util.find_spec("river_asyncio") else ())
+
+
 def systems(opts: argparse.Namespace, scratch: Scratch) -> list[System]:
     out: list[System] = []
     pg = scratch.postgres("rounds")
@@ -154,12 +160,12 @@ def systems(opts: argparse.Namespace, scratch: Scratch) -> list[System]:
         subprocess.run([sys.executable, "-m", "river_tools.cli", "migrate-up", "--database-url", go_db],
                        check=True, capture_output=True, cwd=ROOT)  # our migrations: Go works on our schema
         out.append(System("River Go / postgres", lambda: river_go_bench(opts.river_go, go_db, opts.jobs)))
-    for driver in ("sync", "trio"):
+    for driver in river_drivers():
         out.append(System(f"river_{driver} / postgres",
                           lambda d=driver: river_bench(pg, opts.jobs, d, opts.max_workers)))
     if not opts.no_sqlite:
         lite = scratch.sqlite("rounds")
-        for driver in ("sync", "trio"):
+        for driver in river_drivers():
             out.append(System(f"river_{driver} / sqlite",
                               lambda d=driver: river_bench(lite, opts.jobs, d, opts.max_workers)))
     if not opts.no_peers:
@@ -211,7 +217,11 @@ def report(all_systems: Sequence[System], rounds: int) -> None:
             print(f"   river_trio / river_sync: {_ratio(trio_pg.rate, sync_pg.rate)} [>= x0.8]")
         if go is not None and go.rate is not None:
             print(f"   river_trio / River Go: {_ratio(trio_pg.rate, go.rate)}")
-    for driver in ("sync", "trio"):
+    asyncio_pg = by.get("river_asyncio / postgres")
+    if asyncio_pg is not None and trio_pg is not None:
+        print(f"   river_asyncio / river_trio: {_ratio(asyncio_pg.rate, trio_pg.rate)} [>= x1.00]; "
+              f"client CPU {_fmt(asyncio_pg.cpu, '.1f')} us/job")
+    for driver in river_drivers():
         lite, pg = by.get(f"river_{driver} / sqlite"), by.get(f"river_{driver} / postgres")
         if lite is not None and pg is not None:
             print(f"   river_{driver} sqlite / postgres: {_ratio(lite.rate, pg.rate)} [>= x0.8]")

@@ -10,7 +10,7 @@ Jobs count as worked when their completion event arrives, as in Go: the event
 comes after the completer has committed the outcome, so the figures include
 that write. This module holds the driver-neutral parts (accounting, figures,
 database preparation, the output lines) and the threaded runner;
-``river_tools.bench_trio`` holds the trio runner.
+``river_tools.bench_async`` holds the async clients' runner (trio and asyncio).
 """
 
 from __future__ import annotations
@@ -87,11 +87,12 @@ class BenchPlan:
     url: str
     schema: str | None
     database: str  # "postgres" | "sqlite"
-    driver: str  # "sync" | "trio"
+    driver: str  # "sync" | "trio" | "asyncio"
     max_workers: int = MAX_WORKERS_DEFAULT
     total_jobs: int | None = None
     duration: float | None = None  # seconds
     default_gc: bool = False  # True: leave the collector alone (else river_tools.gc_tuning, as river work)
+    loop: str = "default"  # the asyncio driver's event loop: "default" or "uvloop"
 
     @property
     def mode(self) -> str:

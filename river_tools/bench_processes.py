@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
+import anyio
+
 from river_tools.bench import (
     FETCH_COOLDOWN,
     INSERT_BATCH,
@@ -71,6 +73,8 @@ def worker_command(plan: BenchPlan) -> list[str]:
         argv += ["--schema", plan.schema]
     if plan.default_gc:
         argv.append("--default-gc")
+    if plan.loop != "default":
+        argv += ["--loop", plan.loop]
     return argv
 
 
@@ -133,25 +137,8 @@ def _serve(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> None:
     queues = bench_queues(args.max_workers)
     if not args.default_gc:
         tune_for_worker()
-    if args.driver == "trio":
-        import trio
-
-        from river_tools.bench_trio import bench_workers as trio_workers
-        from river_trio import Client as TrioClient
-
-        async def main() -> None:
-            client = TrioClient(args.url, schema=args.schema, workers=trio_workers(), queues=queues,
-                                fetch_cooldown=FETCH_COOLDOWN)
-            stdout.write("ready\n")
-            stdout.flush()
-            await trio.to_thread.run_sync(stdin.readline)
-            cpu0 = time.process_time()
-            async with client:
-                await trio.to_thread.run_sync(stdin.readline)
-            stdout.write(json.dumps({"cpu_seconds": time.process_time() - cpu0}) + "\n")
-            stdout.flush()
-
-        trio.run(main)
+    if args.driver != "sync":
+        _serve_async(args, stdin, stdout)
         return
     from river_sync.client import Client
 
@@ -168,10 +155,33 @@ def _serve(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> None:
     stdout.flush()
 
 
+def _serve_async(args: argparse.Namespace, stdin: TextIO, stdout: TextIO) -> None:
+    from river_tools import async_runner
+    from river_tools.bench_async import client_class, new_client
+
+    client_cls = client_class(args.driver)
+    plan = BenchPlan(url=args.url, schema=args.schema, database="", driver=args.driver,
+                     max_workers=args.max_workers)
+
+    async def main() -> None:
+        client = new_client(client_cls, plan)
+        stdout.write("ready\n")
+        stdout.flush()
+        await anyio.to_thread.run_sync(stdin.readline)
+        cpu0 = time.process_time()
+        async with client:
+            await anyio.to_thread.run_sync(stdin.readline)
+        stdout.write(json.dumps({"cpu_seconds": time.process_time() - cpu0}) + "\n")
+        stdout.flush()
+
+    async_runner.run(main, backend=async_runner.backend_of(client_cls), loop=args.loop)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m river_tools.bench_processes")
     parser.add_argument("url")
-    parser.add_argument("--driver", choices=("sync", "trio"), default="sync")
+    parser.add_argument("--driver", choices=("sync", "trio", "asyncio"), default="sync")
+    parser.add_argument("--loop", choices=("default", "uvloop"), default="default")
     parser.add_argument("--max-workers", type=int, required=True)
     parser.add_argument("--schema")
     parser.add_argument("--default-gc", action="store_true")

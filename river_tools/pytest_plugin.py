@@ -30,6 +30,25 @@ Fixtures (all names start with ``river_``):
     A ``river_sync.testing.InlineClient`` on ``river_sqlite_url``: each insert
     runs its worker at once and the final row is stored.
 
+``river_async_client``
+    For ``@pytest.mark.anyio`` tests (AnyIO's pytest plugin): an insert-only
+    async client on ``river_sqlite_url`` with ``river_workers``, of the
+    running backend: a ``river_trio.Client`` under trio, a
+    ``river_asyncio.Client`` under asyncio (imported only then). Check with
+    ``await river_trio.testing.require_inserted(river_async_client, MyArgs)``
+    (or ``river_asyncio.testing``'s).
+
+``river_async_inline_client``
+    The same backend's ``testing.InlineClient`` on ``river_sqlite_url``:
+    ``await river_async_inline_client.insert(args)`` runs the worker at once.
+
+Which backends run is AnyIO's ``anyio_backend`` fixture (asyncio by default);
+override it to run on trio, or on both::
+
+    @pytest.fixture(params=["trio", "asyncio"])
+    def anyio_backend(request):
+        return request.param
+
 To run a test against both databases, parametrize your own fixture over
 ``request.getfixturevalue("river_sqlite_url")`` / ``"river_postgres_url"``.
 Disable the plugin with ``-p no:river``.
@@ -39,7 +58,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -189,3 +208,41 @@ def river_inline_client(river_sqlite_url: str, river_workers: Any) -> Iterator[A
     with InlineClient(river_workers, river_sqlite_url) as inline:
         yield inline
 
+
+
+# ---------------------------------------------------------------- async clients (AnyIO's pytest plugin)
+
+
+def _running_package(submodule: str = "") -> Any:
+    """The River package (or its ``submodule``) for the event loop running now."""
+    import importlib
+
+    import sniffio
+
+    from river_tools.async_runner import DriverUnavailableError, client_package
+
+    backend = sniffio.current_async_library()
+    try:
+        package = client_package(backend, needed_by=f"a River async fixture under {backend}")
+    except ValueError:
+        raise pytest.UsageError(f"River's async fixtures run under trio or asyncio, not {backend}") from None
+    except DriverUnavailableError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return importlib.import_module(f"{package.__name__}.{submodule}") if submodule else package
+
+
+@pytest.fixture
+async def river_async_client(river_sqlite_url: str, river_workers: Any) -> AsyncIterator[Any]:
+    """An insert-only async client of the running backend on ``river_sqlite_url`` (closed after)."""
+    client = _running_package().Client(river_sqlite_url, workers=river_workers)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def river_async_inline_client(river_sqlite_url: str, river_workers: Any) -> AsyncIterator[Any]:
+    """The running backend's ``InlineClient`` on ``river_sqlite_url``: inserts run their worker at once."""
+    async with _running_package("testing").InlineClient(river_workers, river_sqlite_url) as inline:
+        yield inline

@@ -5,7 +5,9 @@
 runs until Ctrl-C, as Go's does. Every job in the database is deleted first,
 so the command refuses a database that holds any unless ``--wipe`` (or
 ``--yes``) allows it. Progress lines and notes go to stdout, or to stderr with
-``--json`` so stdout carries only the final JSON object.
+``--json`` so stdout carries only the final JSON object. ``--driver`` picks the
+client: ``sync`` (threads), ``trio`` or ``asyncio`` (``river_asyncio``, imported
+only for that driver; ``--loop uvloop`` runs it on uvloop).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, TextIO
 
 from river_db.urls import dialect_of_url, sqlite_path
 from river_protocol.constants import QUEUE_MAX_WORKERS_MAX
+from river_tools.async_runner import LOOPS
 from river_tools.bench import (
     FETCH_COOLDOWN,
     FETCH_POLL_INTERVAL,
@@ -38,7 +41,7 @@ from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError, add_databas
 from river_tools.cli.output import Progress, parse_duration
 from river_tools.gc_tuning import tuned_for_worker
 
-DRIVERS = ("sync", "trio")
+DRIVERS = ("sync", "trio", "asyncio")
 
 
 def register(sub: Any) -> None:
@@ -60,7 +63,10 @@ def register(sub: Any) -> None:
     p.add_argument("--max-workers", type=_max_workers, default=MAX_WORKERS_DEFAULT, metavar="N",
                    help=f"workers for the default queue (default: {MAX_WORKERS_DEFAULT}, as Go's bench)")
     p.add_argument("--driver", choices=DRIVERS, default="sync",
-                   help="river_sync (threads) or river_trio (trio tasks) client (default: sync)")
+                   help="river_sync (threads), river_trio (trio tasks) or river_asyncio (asyncio tasks) "
+                   "client (default: sync)")
+    p.add_argument("--loop", choices=LOOPS, default="default",
+                   help="the asyncio driver's event loop (default: asyncio's own)")
     p.add_argument("--json", action="store_true",
                    help="print the final figures as one JSON object on stdout (progress goes to stderr)")
     p.add_argument("--processes", type=_jobs, default=1, metavar="N",
@@ -113,7 +119,7 @@ def plan_of(args: argparse.Namespace) -> BenchPlan:
         url = f"sqlite://{path}"  # the clients take URLs, not the bare paths the CLI accepts
     return BenchPlan(url=url, schema=args.schema, database=database, driver=args.driver,
                      max_workers=args.max_workers, total_jobs=args.num_total_jobs, duration=args.duration,
-                     default_gc=args.default_gc)
+                     default_gc=args.default_gc, loop=args.loop)
 
 
 def migrate_if_needed(plan: BenchPlan, info: TextIO) -> list[int]:
@@ -162,17 +168,32 @@ def run(plan: BenchPlan, tally: Tally, info: TextIO) -> BenchResult:
     print(f"bench: {plan.driver} driver on {plan.database}, {plan.mode} {how}; max workers "
           f"{plan.max_workers}, fetch cooldown {FETCH_COOLDOWN.total_seconds() * 1000:g}ms, "
           f"poll interval {FETCH_POLL_INTERVAL.total_seconds() * 1000:g}ms", file=info, flush=True)
-    if plan.driver == "trio":
-        from river_tools.bench_trio import run_trio
+    if plan.driver != "sync":
+        from river_tools.bench_async import run_async
 
-        return run_trio(plan, tally, info)
+        return run_async(plan, tally, info)
     from river_tools.bench import run_sync
 
     return run_sync(plan, tally, info)
 
 
+def check_driver(plan: BenchPlan) -> None:
+    """Refuse a driver that cannot run here before anything touches the database."""
+    if plan.loop != "default" and plan.driver != "asyncio":
+        raise UsageError(f"--loop {plan.loop} is an asyncio event loop; the {plan.driver} driver has its own")
+    if plan.driver == "sync":
+        return
+    from river_tools.bench_async import DriverUnavailableError, client_class
+
+    try:
+        client_class(plan.driver)
+    except DriverUnavailableError as exc:
+        raise CommandFailed(str(exc)) from None
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     plan = plan_of(args)
+    check_driver(plan)
     info = sys.stderr if args.json else sys.stdout
     if args.processes > 1 and not plan.total_jobs:
         raise UsageError("--processes needs --num-total-jobs: it compares burn-downs of the same load")

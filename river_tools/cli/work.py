@@ -1,8 +1,11 @@
 """``river work MODULE:ATTR``: run a worker process for a client defined in your code.
 
-``ATTR`` is a ``river_sync.Client`` (not started), or a callable returning one;
-``--database-url`` and ``--schema`` are passed to the callable when it takes a
-``database_url`` / ``schema`` parameter. ``--queues``, ``--max-workers`` and
+``ATTR`` is a client that has not started (``river_sync``, ``river_trio`` or
+``river_asyncio``), or a function returning one, plain or ``async def`` (an async
+one is awaited in the event loop the client then runs in); ``--database-url`` and
+``--schema`` are passed to the function when it takes a ``database_url`` /
+``schema`` parameter. An async client runs under ``anyio.run`` on the backend its
+class names (``ANYIO_BACKEND``; ``--loop uvloop`` for asyncio). ``--queues``, ``--max-workers`` and
 ``--tags`` narrow what the client works, so one module can serve several
 worker pools (Loco's tag filtering: ``--tags`` takes only jobs carrying one of
 those tags, ``--untagged`` only jobs without tags).
@@ -25,15 +28,17 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from river_db.urls import MEMORY
+from river_db.urls import MEMORY, parse_database_url
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import QueueConfig
 from river_protocol.errors import RiverError, ValidationError
 from river_sync.client import Client
 from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
+from river_tools import async_runner
 from river_tools.cli.main import EXIT_OK, UsageError
 from river_tools.gc_tuning import tuned_for_worker
 
@@ -45,11 +50,16 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "work", help="Work jobs with a client defined in your code",
-        description="Import MODULE:ATTR (a river_sync Client, or a callable returning one) and run it "
-        "until SIGINT/SIGTERM: the first signal lets running jobs finish, a second cancels them. "
-        "The working directory is importable, as with `python -m`.",
+        description="Import MODULE:ATTR (a river_sync, river_trio or river_asyncio Client, or a function, "
+        "plain or async, returning one) and run it until SIGINT/SIGTERM: the first signal lets running "
+        "jobs finish, a second cancels them. The working directory is importable, as with `python -m`.",
     )
     p.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:client or myapp.jobs:make_client")
+    p.add_argument("--backend", choices=async_runner.BACKENDS,
+                   help="the event loop an async def ATTR runs in (default: that of the River package "
+                   "its module imported, river_trio or river_asyncio)")
+    p.add_argument("--loop", choices=async_runner.LOOPS, default="default",
+                   help="asyncio's event loop for a river_asyncio client (default: asyncio's own)")
     p.add_argument("--queues", type=_names, metavar="A,B",
                    help="work only these queues (each keeps its configured settings, else the defaults)")
     p.add_argument("--max-workers", type=_positive, metavar="N", help="max workers for every queue worked")
@@ -111,22 +121,57 @@ def load_target(target: str) -> Any:
     return value
 
 
-def build_client(target: Any, name: str, overrides: Mapping[str, Any]) -> Client:
-    """``target`` itself, or what calling it with the accepted ``overrides`` returns."""
-    if isinstance(target, Client):
+CLIENT_KINDS = "a river_sync, river_trio or river_asyncio Client"
+
+
+def is_client(value: Any) -> bool:
+    """A client ``river work`` can run: a ``river_sync`` one, or an async one (duck-typed)."""
+    return isinstance(value, Client) or async_runner.is_async_client(value)
+
+
+def build_client(target: Any, name: str, overrides: Mapping[str, Any]) -> Any:
+    """``target`` itself, or what calling it with the accepted ``overrides`` returns.
+
+    Calling an ``async def`` factory gives an awaitable, returned as it is: it must be
+    awaited in the event loop its client will run in (see ``checked_client``).
+    """
+    if is_client(target):
         if overrides:
             flags = ", ".join(f"--{k.replace('_', '-')}" for k in overrides)
             raise UsageError(f"{flags}: {name} is a client, not a callable that could take them; "
                              "define a function accepting them (e.g. def make_client(database_url=None))")
         return target
     if not callable(target):
-        raise UsageError(f"{name} must be a river_sync Client or a callable returning one, "
+        raise UsageError(f"{name} must be {CLIENT_KINDS} or a callable returning one, "
                          f"got {type(target).__qualname__}")
     _check_accepts(target, name, overrides)
-    client = target(**overrides)
-    if not isinstance(client, Client):
-        raise UsageError(f"{name}() returned {type(client).__qualname__}, not a river_sync Client")
-    return client
+    made = target(**overrides)
+    return made if inspect.isawaitable(made) else checked_client(made, name)
+
+
+def checked_client(value: Any, name: str, backend: str | None = None) -> Any:
+    """``value`` (what ``name()`` returned) if it is a client, of ``backend`` when one is given."""
+    if not is_client(value):
+        raise UsageError(f"{name}() returned {type(value).__qualname__}, not {CLIENT_KINDS}")
+    if backend is not None:
+        runs_on = async_runner.backend_of(value) if async_runner.is_async_client(value) else None
+        if runs_on != backend:
+            what = f"a client for {runs_on}" if runs_on else "a river_sync client (no event loop)"
+            raise UsageError(f"{name}() ran in {backend}'s event loop but returned {what}; "
+                             + (f"pass --backend {runs_on}" if runs_on else "make it a plain def"))
+    return value
+
+
+def guess_backend(module_name: str) -> str:
+    """The backend of an ``async def`` factory in ``module_name``: that of the one async River
+    package loaded with it (``river_asyncio`` loads no trio module)."""
+    packages = (("trio", "river_trio"), ("asyncio", "river_asyncio"))
+    loaded = [backend for backend, package in packages if package in sys.modules]
+    if len(loaded) != 1:
+        found = " and ".join(f"river_{b}" for b in loaded) or "neither river_trio nor river_asyncio"
+        raise UsageError(f"{module_name} loads {found}: pass --backend trio or --backend asyncio "
+                         "to say which event loop its async factory runs in")
+    return loaded[0]
 
 
 def _check_accepts(fn: Any, name: str, overrides: Mapping[str, Any]) -> None:
@@ -183,26 +228,105 @@ def cmd_work(args: argparse.Namespace) -> int:
     target = load_target(args.target)
     overrides = {k: v for k, v in (("database_url", args.database_url), ("schema", args.schema)) if v}
     try:
-        client = build_client(target, args.target, overrides)
+        made = build_client(target, args.target, overrides)
     except ValidationError as exc:
         raise UsageError(f"{args.target}: {exc}") from exc
-    queues = effective_queues(client.queues.worked(), args.queues, args.max_workers)
-    if not queues:
-        raise UsageError(f"{args.target} works no queues: configure queues= on the client or pass --queues")
-    tag_filter = tag_filter_of(args)
+    if inspect.isawaitable(made):  # an async factory: its client exists only inside the event loop
+        backend = args.backend or guess_backend(args.target.partition(":")[0])
+        _check_loop(args, backend)
+        if args.processes > 1:
+            _close_unawaited(made)
+            return _supervise(args, None)  # each child awaits the factory; a bad one exits 2 there
+        return _work_async(args, made, backend)
+    client = made
+    if async_runner.is_async_client(client):
+        backend = async_runner.backend_of(client)
+        if args.backend is not None and args.backend != backend:
+            raise UsageError(f"--backend {args.backend}: {args.target} is a client for {backend}")
+        _check_loop(args, backend)
+    elif args.backend is not None or args.loop != "default":
+        flag = "--backend" if args.backend is not None else "--loop"
+        raise UsageError(f"{flag}: {args.target} is a river_sync client, which runs on threads")
+    queues = worked_queues(client, args)
     if args.processes > 1:
         return _supervise(args, client)
-    if args.queues is not None or args.max_workers is not None or tag_filter is not None:
-        apply_overrides(client, queues, tag_filter)
-    described = ", ".join(f"{name} ({q.max_workers} workers)" for name, q in queues.items())
-    tags = f"; tags: {', '.join(tag_filter.tags) or '(untagged only)'}" if tag_filter is not None else ""
-    ready = (f"working {described} on {client.database.dialect.name}{tags}; client {client.client_id} "
-             "(SIGINT/SIGTERM: stop after running jobs, twice: cancel them)")
+    if async_runner.is_async_client(client):
+        return _work_async(args, client, backend)
+    ready = configure_for_work(client, args, queues)
     with tuned_for_worker(not args.default_gc), _EarlySignals() as early:
         threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready", daemon=True).start()
         how = run_until_signalled(client)
     log.info("stopped (%s stop)", how)
     return EXIT_OK
+
+
+def _check_loop(args: argparse.Namespace, backend: str) -> None:
+    try:
+        async_runner.backend_options(backend, args.loop)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _close_unawaited(awaitable: Any) -> None:
+    close = getattr(awaitable, "close", None)  # a coroutine never awaited would warn at exit
+    if close is not None:
+        close()
+
+
+def worked_queues(client: Any, args: argparse.Namespace) -> dict[str, QueueConfig]:
+    """The queues the flags make ``client`` work; refuses a client that would work none."""
+    queues = effective_queues(client.queues.worked(), args.queues, args.max_workers)
+    if not queues:
+        raise UsageError(f"{args.target} works no queues: configure queues= on the client or pass --queues")
+    return queues
+
+
+def configure_for_work(client: Any, args: argparse.Namespace, queues: dict[str, QueueConfig]) -> str:
+    """Apply the flags to ``client`` (not started); returns the line announcing the worker."""
+    tag_filter = tag_filter_of(args)
+    if args.queues is not None or args.max_workers is not None or tag_filter is not None:
+        apply_overrides(client, queues, tag_filter)
+    described = ", ".join(f"{name} ({q.max_workers} workers)" for name, q in queues.items())
+    tags = f"; tags: {', '.join(tag_filter.tags) or '(untagged only)'}" if tag_filter is not None else ""
+    on = "" if not async_runner.is_async_client(client) else f" ({async_runner.backend_of(client)})"
+    return (f"working {described} on {client.dialect_name}{tags}; client {client.client_id}{on} "
+            "(SIGINT/SIGTERM: stop after running jobs, twice: cancel them)")
+
+
+def _work_async(args: argparse.Namespace, made: Any, backend: str) -> int:
+    """Run an async client (or await an async factory's, then run it) under ``anyio.run``."""
+
+    async def main(early: _EarlySignals) -> str:
+        client = made
+        if inspect.isawaitable(made):
+            try:
+                client = checked_client(await made, args.target, backend)
+            except ValidationError as exc:  # as for a plain factory: the client's settings are input
+                raise UsageError(f"{args.target}: {exc}") from exc
+        ready = configure_for_work(client, args, worked_queues(client, args))
+        threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready", daemon=True).start()
+        return await async_runner.run_until_signalled(client)
+
+    with tuned_for_worker(not args.default_gc), _EarlySignals() as early:
+        try:
+            how = async_runner.run(main, early, backend=backend, loop=args.loop)
+        except BaseExceptionGroup as group:
+            sole = sole_exception(group)
+            if sole is None:
+                raise
+            raise sole from None  # so a client's ValidationError or RiverError reads as in the sync path
+    log.info("stopped (%s stop)", how)
+    return EXIT_OK
+
+
+def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception inside ``group`` and its nested groups, or None if there are several."""
+    while len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if not isinstance(inner, BaseExceptionGroup):
+            return inner
+        group = inner
+    return None
 
 
 class _EarlySignals:
@@ -264,23 +388,47 @@ def child_command(args: argparse.Namespace) -> list[str]:
         argv += ["--schema", args.schema]
     if args.default_gc:
         argv.append("--default-gc")
+    if getattr(args, "backend", None):
+        argv += ["--backend", args.backend]
+    if getattr(args, "loop", "default") != "default":
+        argv += ["--loop", args.loop]
     return argv
 
 
-def _supervise(args: argparse.Namespace, client: Client) -> int:
-    """Check the configuration once here, then hand the work to ``args.processes`` children."""
+def in_memory_sqlite(client: Any) -> bool:
+    """Whether ``client``'s database is an in-memory SQLite one (which processes cannot share)."""
+    if client.dialect_name != "sqlite":
+        return False
+    if isinstance(client, Client):
+        # Database keeps its SQLite file path on its backend.
+        return getattr(client.database._backend, "path", "") in ("", MEMORY)
+    # An async client opens its database when it starts: read what it was given.
+    given = getattr(client, "_database_arg", None)
+    if isinstance(given, str):
+        return parse_database_url(given).in_memory
+    if isinstance(given, Path):
+        return False
+    backend = getattr(getattr(given, "_backend", None), "path", None)
+    return backend in ("", MEMORY)
+
+
+def _supervise(args: argparse.Namespace, client: Any | None) -> int:
+    """Check the configuration once here (``client``: None for an async factory, which only the
+    children run), then hand the work to ``args.processes`` children."""
     from river_tools.supervisor import Supervisor
 
-    dialect = client.database.dialect.name
-    # Database keeps its SQLite file path on its backend; ":memory:" cannot be shared by processes.
-    in_memory = dialect == "sqlite" and getattr(client.database._backend, "path", "") in ("", MEMORY)
-    client.stop()  # the supervisor holds no connection; each child builds its own client
-    if in_memory:
-        raise UsageError("--processes needs a database the processes can share; an in-memory SQLite "
-                         "database exists only inside one process")
-    if dialect == "sqlite":
-        log.warning("SQLite has one writer per file: %d processes share its write lock (claims and "
-                    "completions queue behind each other), so they add CPU for the jobs' own work, not "
-                    "queue throughput", args.processes)
+    if client is not None:
+        dialect = client.dialect_name
+        in_memory = in_memory_sqlite(client)
+        if isinstance(client, Client):
+            client.stop()  # the supervisor holds no connection; each child builds its own client
+        # (an async client opens nothing before it runs)
+        if in_memory:
+            raise UsageError("--processes needs a database the processes can share; an in-memory SQLite "
+                             "database exists only inside one process")
+        if dialect == "sqlite":
+            log.warning("SQLite has one writer per file: %d processes share its write lock (claims and "
+                        "completions queue behind each other), so they add CPU for the jobs' own work, "
+                        "not queue throughput", args.processes)
     log.info("supervising %d worker processes", args.processes)
     return Supervisor(child_command(args), args.processes).run()

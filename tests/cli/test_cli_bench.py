@@ -236,7 +236,9 @@ def test_custom_schema_on_postgres(capsys: pytest.CaptureFixture[str], migrated_
     (["-n", "0"], "must be at least 1"),
     (["--max-workers", "0"], "must be between 1 and 10000"),
     (["--max-workers", "10001"], "must be between 1 and 10000"),
-    (["--driver", "asyncio"], "invalid choice"),
+    (["--driver", "tokio"], "invalid choice"),
+    (["--loop", "uvloop"], "--loop uvloop is an asyncio event loop; the sync driver has its own"),
+    (["--driver", "trio", "--loop", "uvloop"], "the trio driver has its own"),
     (["--database-url", "sqlite://:memory:", "-n", "10"], "in-memory SQLite"),
 ])
 def test_usage_errors(capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
@@ -276,7 +278,8 @@ def test_installed_command(tmp_path: Path, sqlite_template: Path) -> None:
     assert states(url) == {(BENCH_KIND, "completed"): 500}
 
 
-@pytest.mark.parametrize("driver, signum", [("sync", signal.SIGINT), ("trio", signal.SIGTERM)])
+@pytest.mark.parametrize("driver, signum", [("sync", signal.SIGINT), ("trio", signal.SIGTERM),
+                                            ("asyncio", signal.SIGINT)])
 def test_a_signal_ends_an_open_ended_run_with_its_summary(
     tmp_path: Path, sqlite_template: Path, driver: str, signum: int
 ) -> None:
@@ -284,6 +287,7 @@ def test_a_signal_ends_an_open_ended_run_with_its_summary(
     proc = subprocess.Popen(
         [str(RIVER), "bench", "--database-url", url, "--driver", driver, "--max-workers", "50"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=with_fake_asyncio() if driver == "asyncio" else None,  # the stand-in: see below
         # A shell's background jobs ignore SIGINT, and children inherit that: restore it.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -301,7 +305,7 @@ def test_a_signal_ends_an_open_ended_run_with_its_summary(
             proc.kill()
     out = "".join(seen) + rest
     assert proc.returncode == 0, err
-    assert "bench: signal received; stopping" in out
+    assert "bench: signal received; stopping" in out and f"{driver} driver on sqlite, continuous" in out
     final = FINAL_LINE.search(out)
     assert final is not None and int(final.group(1)) > 0, out
 
@@ -543,3 +547,88 @@ def test_process_run_figures() -> None:
     assert two.to_json() == {"processes": 2, "jobs": 1000, "seconds": 1.25, "jobs_per_sec": 800.0,
                              "client_cpu_us_per_job": 60.0}
     assert scaling([ProcessRun(1, 0, 0.0, 0.0), two]) == 0.0
+
+
+# ---------------------------------------------------------------- --driver asyncio (dispatch)
+# Until river_asyncio is on this branch, the asyncio runs use the stand-in of tests/cli/fake_asyncio:
+# river_sync's client behind the async API, failing any call made outside an asyncio event loop.
+
+FAKE_ASYNCIO = Path(__file__).with_name("fake_asyncio")
+
+
+def with_fake_asyncio() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "RIVER_DATABASE_URL"}
+    env["PYTHONPATH"] = f"{FAKE_ASYNCIO}:{Path(__file__).parents[2]}"
+    return env
+
+
+def test_asyncio_driver_without_river_asyncio_fails_clearly_and_deletes_nothing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setitem(sys.modules, "river_asyncio", None)  # what a missing package raises
+    insert_other(url, 3)
+    code, _, err = run(capsys, "--database-url", url, "-n", "10", "--driver", "asyncio", "--wipe")
+    assert code == 1, err
+    assert "river_asyncio is not installed: --driver asyncio needs it" in err
+    assert states(url) == {("not_a_benchmark", "available"): 3}  # refused before the wipe
+
+
+def test_client_class_imports_the_driver_package_lazily(monkeypatch: pytest.MonkeyPatch) -> None:
+    import river_trio
+    from river_tools.bench_async import DriverUnavailableError, client_class
+
+    assert client_class("trio") is river_trio.Client
+    monkeypatch.setitem(sys.modules, "river_asyncio", None)
+    with pytest.raises(DriverUnavailableError, match="river_asyncio is not installed"):
+        client_class("asyncio")
+    with pytest.raises(ValueError, match="no async driver 'sync'"):
+        client_class("sync")
+
+
+@pytest.mark.parametrize("loop", ["default", "uvloop"])
+def test_asyncio_driver_runs_river_asyncio_in_an_asyncio_loop(
+    tmp_path: Path, sqlite_template: Path, loop: str
+) -> None:
+    url = fresh_sqlite(tmp_path, sqlite_template)
+    proc = subprocess.run([str(RIVER), "bench", "--driver", "asyncio", "--loop", loop, "-n", "500", "--json",
+                           "--max-workers", "50", "--database-url", url],
+                          capture_output=True, text=True, timeout=120, env=with_fake_asyncio())
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(proc.stdout)
+    assert (figures["driver"], figures["jobs"], figures["inserted"]) == ("asyncio", 500, 500)
+    assert figures["jobs_per_sec"] > 0 and figures["client_cpu_us_per_job"] > 0 and figures["peak_rss_mb"] > 0
+    ran_on = "uvloop" if loop == "uvloop" else "asyncio"
+    assert f"fake river_asyncio: running on {ran_on}; trio modules loaded: 0" in proc.stderr
+    assert states(url) == {(BENCH_KIND, "completed"): 500}
+
+
+def test_asyncio_driver_processes(tmp_path: Path, sqlite_template: Path) -> None:
+    url = fresh_sqlite(tmp_path, sqlite_template)
+    proc = subprocess.run([str(RIVER), "bench", "--driver", "asyncio", "-n", "200", "--processes", "2",
+                           "--json", "--max-workers", "20", "--database-url", url],
+                          capture_output=True, text=True, timeout=180, env=with_fake_asyncio())
+    assert proc.returncode == 0, proc.stderr
+    figures = json.loads(proc.stdout)
+    assert (figures["driver"], figures["mode"]) == ("asyncio", "processes")
+    assert [(r["processes"], r["jobs"]) for r in figures["runs"]] == [(1, 200), (2, 200)]
+
+
+def test_worker_command_passes_the_loop() -> None:
+    from river_tools.bench_processes import worker_command
+
+    plan = BenchPlan(url="sqlite://x.db", schema=None, database="sqlite", driver="asyncio", loop="uvloop")
+    argv = worker_command(plan)
+    assert argv[argv.index("--driver") + 1] == "asyncio" and argv[-2:] == ["--loop", "uvloop"]
+
+
+def test_benchmark_rounds_include_asyncio_once_river_asyncio_is_importable(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from benchmarks import rounds
+
+    monkeypatch.setattr(rounds.importlib.util, "find_spec", lambda name: None)
+    assert rounds.river_drivers() == ("sync", "trio")
+    monkeypatch.undo()
+    monkeypatch.delitem(sys.modules, "river_asyncio", raising=False)
+    monkeypatch.setattr(sys, "path", [str(FAKE_ASYNCIO), *sys.path])
+    assert rounds.river_drivers() == ("sync", "trio", "asyncio")

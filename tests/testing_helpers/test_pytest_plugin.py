@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -176,3 +177,119 @@ def test_postgres_scratch_database(pytester: pytest.Pytester, run: Runner) -> No
     with psycopg.connect(base, autocommit=True) as conn:
         left = conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (name,)).fetchone()
     assert left == (0,)
+
+
+# ---------------------------------------------------------------- async fixtures (AnyIO's plugin)
+
+ASYNC_CONFTEST = """
+import dataclasses
+from typing import ClassVar
+import pytest
+from river_sync import Workers
+
+@dataclasses.dataclass
+class Known:
+    kind: ClassVar[str] = "known"
+    text: str = ""
+
+@pytest.fixture
+def anyio_backend():
+    return "{backend}"
+
+@pytest.fixture
+def river_workers():
+    workers = Workers()
+
+    async def shout(ctx, args):
+        ctx.record_output(args.text.upper())
+
+    workers.job(Known)(shout)
+    return workers
+"""
+
+FAKE_ASYNCIO = Path(__file__).parents[1] / "cli" / "fake_asyncio"
+
+
+def test_async_fixtures_under_trio(pytester: pytest.Pytester, run: Runner) -> None:
+    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "trio"))
+    pytester.makepyfile(
+        """
+        import pytest
+        import sniffio
+        import river_trio
+        from conftest import Known
+        from river_trio import JobState
+        from river_trio.testing import InlineClient, require_inserted
+
+        @pytest.mark.anyio
+        async def test_insert_only_client(river_async_client):
+            assert sniffio.current_async_library() == "trio"
+            assert type(river_async_client) is river_trio.Client
+            await river_async_client.insert(Known("a"))
+            job = await require_inserted(river_async_client, Known, state=JobState.AVAILABLE)
+            assert job.decoded_args == Known("a")
+
+        @pytest.mark.anyio
+        async def test_inline_client(river_async_inline_client):
+            assert isinstance(river_async_inline_client, InlineClient)
+            result = await river_async_inline_client.insert(Known("b"))
+            assert result.job.state is JobState.COMPLETED and result.job.metadata["output"] == "B"
+
+        @pytest.mark.anyio
+        async def test_each_test_starts_empty(river_async_client, river_sqlite_url):
+            from river_trio.testing import require_not_inserted
+            await require_not_inserted(river_async_client, Known)
+        """
+    )
+    run().assert_outcomes(passed=3)
+
+
+def test_async_client_under_asyncio_is_river_asyncios(
+    pytester: pytest.Pytester, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The stand-in river_asyncio (tests/cli/fake_asyncio) fails any call made outside asyncio.
+    monkeypatch.setitem(sys.modules, "river_asyncio", None)
+    monkeypatch.delitem(sys.modules, "river_asyncio")  # undone in reverse: absent again afterwards
+    monkeypatch.syspath_prepend(str(FAKE_ASYNCIO))
+    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "asyncio"))
+    pytester.makepyfile(
+        """
+        import pytest
+        import sniffio
+        from conftest import Known
+        from river_sync import Client
+
+        @pytest.mark.anyio
+        async def test_insert_only_client(river_async_client, river_sqlite_url):
+            assert sniffio.current_async_library() == "asyncio"
+            assert type(river_async_client).__module__ == "river_asyncio"
+            assert river_async_client.ANYIO_BACKEND == "asyncio"
+            job_id = (await river_async_client.insert(Known("a"))).job.id
+            reader = Client(river_sqlite_url)
+            try:
+                assert reader.jobs.get(job_id).kind == "known"
+            finally:
+                reader.stop()
+        """
+    )
+    run().assert_outcomes(passed=1)
+
+
+def test_async_client_under_asyncio_without_river_asyncio_fails_clearly(
+    pytester: pytest.Pytester, run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "river_asyncio", None)  # what a missing package raises
+    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "asyncio"))
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.anyio
+        async def test_insert_only_client(river_async_client):
+            raise AssertionError("not reached")
+        """
+    )
+    result = run()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*river_asyncio is not installed: a River async fixture under asyncio needs it*"])

@@ -1,0 +1,525 @@
+"""`river work` with async clients: a river_trio one (real), and the asyncio dispatch.
+
+The trio tests run real worker processes against SQLite and Postgres, as
+``test_cli_work`` does for river_sync. The asyncio ones put the stand-in
+``river_asyncio`` of ``tests/cli/fake_asyncio`` first on the path: it checks that
+every call runs in an asyncio event loop and says which loop module runs it, so
+they test ``river work``'s dispatch (backend, ``--loop``, signals, factories),
+not an asyncio client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from river_protocol.states import JobState
+from river_sync import Client
+from river_tools import async_runner
+from river_tools.cli.main import main
+from river_tools.cli.work import (
+    UsageError,
+    build_client,
+    checked_client,
+    child_command,
+    guess_backend,
+    in_memory_sqlite,
+    is_client,
+)
+from tests.cli import test_cli_work as sync_work
+from tests.cli.test_cli_work import Hold, Long, Quick, WorkerProcess, expect_count, row, start
+
+# The river_sync tests' fixtures: databases on both dialects, an inserter, and the processes to kill.
+db_url, sqlite_url = sync_work.db_url, sync_work.sqlite_url
+inserter, processes = sync_work.inserter, sync_work.processes
+
+FAKE_ASYNCIO = Path(__file__).with_name("fake_asyncio")
+
+# What both apps share: the args types and a line writer (their imports come first).
+APP_COMMON = '''
+
+@dataclass
+class Quick:
+    kind: ClassVar[str] = "quick"
+    n: int = 0
+
+
+@dataclass
+class Long:
+    kind: ClassVar[str] = "long"
+
+
+@dataclass
+class Hold:
+    kind: ClassVar[str] = "hold"
+
+
+workers = Workers()
+
+
+def say(text):
+    sys.stdout.write(text + "\\n")
+    sys.stdout.flush()
+'''
+
+TRIO_APP = '''
+import os
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+import anyio
+import sniffio
+
+from river_trio import Client, QueueConfig, Workers
+''' + APP_COMMON + '''
+
+
+@workers.job(Quick)
+async def quick(ctx, args):
+    say(f"done {ctx.job.id} on {sniffio.current_async_library()}")
+
+
+@workers.job(Long)
+async def long(ctx, args):
+    say(f"started {ctx.job.id}")
+    try:
+        await anyio.sleep_forever()
+    finally:
+        say(f"cancelled {ctx.job.id}")
+
+
+@workers.job(Hold)
+async def hold(ctx, args):
+    say(f"started {ctx.job.id} attempt {ctx.job.attempt} by {ctx.client.client_id} pid {os.getpid()}")
+    await anyio.sleep_forever()
+
+
+QUEUES = {"default": QueueConfig(max_workers=5), "other": QueueConfig(max_workers=7)}
+client = Client(os.environ["WORK_APP_DB"], workers=workers, queues=QUEUES)
+
+
+def make_client(database_url=None):
+    return Client(database_url or os.environ["WORK_APP_DB"], workers=workers, queues=QUEUES)
+
+
+async def amake_client(database_url=None):
+    await anyio.sleep(0)  # an async factory may await its setup
+    return make_client(database_url)
+
+
+def one_worker_client():
+    return Client(os.environ["WORK_APP_DB"], workers=workers, queues={"default": QueueConfig(max_workers=1)})
+
+
+async def signals_itself():
+    import signal
+
+    os.kill(os.getpid(), signal.SIGTERM)  # before river work has its handlers: recorded, then replayed
+    return make_client()
+
+
+async def invalid_settings():
+    return Client(os.environ["WORK_APP_DB"], workers=workers, queues=QUEUES, max_attempts=0)
+
+
+no_workers_allowed = Client(os.environ["WORK_APP_DB"], workers=workers,
+                            queues={"default": QueueConfig(max_workers=0)})  # refused when it starts
+
+
+async def returns_a_sync_client():
+    import river_sync
+
+    return river_sync.Client(os.environ["WORK_APP_DB"])
+'''
+
+ASYNCIO_APP = '''
+import os
+import sys
+from dataclasses import dataclass
+from typing import ClassVar
+
+from river_asyncio import Client, QueueConfig, Workers
+''' + APP_COMMON + '''
+
+
+@workers.job(Quick)
+def quick(ctx, args):
+    say(f"done {ctx.job.id}")
+
+
+@workers.job(Long)
+def long(ctx, args):
+    say(f"started {ctx.job.id}")
+    while not ctx.token.wait(0.05):
+        pass
+    say(f"cancelled {ctx.job.id}")
+    ctx.raise_if_cancelled()
+
+
+client = Client(os.environ["WORK_APP_DB"], workers=workers, queues={"default": QueueConfig(max_workers=3)})
+
+
+async def amake_client(database_url=None):
+    return Client(database_url or os.environ["WORK_APP_DB"], workers=workers,
+                  queues={"default": QueueConfig(max_workers=3)})
+'''
+
+
+@pytest.fixture
+def trio_app(tmp_path: Path) -> Path:
+    (tmp_path / "trio_app.py").write_text(TRIO_APP)
+    return tmp_path
+
+
+@pytest.fixture
+def asyncio_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "asyncio_app.py").write_text(ASYNCIO_APP)
+    # WorkerProcess copies the environment: the stand-in first, then this checkout.
+    monkeypatch.setenv("PYTHONPATH", f"{FAKE_ASYNCIO}:{Path(__file__).parents[2]}")
+    return tmp_path
+
+
+# ---------------------------------------------------------------- trio, in real processes
+
+
+def test_a_trio_client_works_jobs_on_trio_and_stops_softly(
+    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+) -> None:
+    before = inserter.insert(Quick(1)).job.id
+    worker = start(processes, trio_app, db_url, "trio_app:client")
+    assert "(trio)" in worker.seen["err"][-1]
+    after = inserter.insert(Quick(2)).job.id
+    for job_id in (before, after):
+        worker.expect(f"done {job_id} on trio")
+    worker.signal(signal.SIGINT)
+    assert worker.exit_code() == 0
+    worker.expect("SIGINT received: stopping after running jobs finish", "err")
+    worker.expect("stopped (soft stop)", "err")
+    assert row(inserter, after).state is JobState.COMPLETED
+
+
+def test_a_second_signal_cancels_a_trio_job_back_to_available(
+    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+) -> None:
+    long_id = inserter.insert(Long()).job.id
+    worker = start(processes, trio_app, db_url, "trio_app:client")
+    worker.expect(f"started {long_id}")
+    worker.signal(signal.SIGTERM)
+    worker.expect("SIGTERM received: stopping after running jobs finish", "err")
+    assert worker.proc.poll() is None  # the soft stop waits for the job
+    worker.signal(signal.SIGTERM)
+    worker.expect(f"cancelled {long_id}")
+    assert worker.exit_code() == 0
+    worker.expect("stopped (hard stop)", "err")
+    back = row(inserter, long_id)
+    assert back.state is JobState.AVAILABLE and back.attempt == 0 and back.errors == ()
+
+
+def test_an_async_factory_is_awaited_with_the_database_url_and_narrowed(
+    trio_app: Path, sqlite_url: str, tmp_path: Path, processes: list[WorkerProcess]
+) -> None:
+    from river_db.migrator import Migrator
+    from river_sync import InsertOpts
+
+    other = f"sqlite://{tmp_path}/other.sqlite3"
+    with Migrator(other) as migrator:
+        migrator.migrate_up()
+    inserter = Client(other)
+    try:
+        wanted = inserter.insert(Quick(), InsertOpts(queue="other")).job.id
+        elsewhere = inserter.insert(Quick()).job.id
+        worker = start(processes, trio_app, sqlite_url, "trio_app:amake_client", "--database-url", other,
+                       "--queues", "other", "--max-workers", "2")
+        assert "other (2 workers)" in worker.seen["err"][-1] and "default" not in worker.seen["err"][-1]
+        worker.expect(f"done {wanted} on trio")
+        worker.signal()
+        assert worker.exit_code() == 0
+        assert row(inserter, elsewhere).state is JobState.AVAILABLE
+    finally:
+        inserter.stop()
+
+
+def test_a_signal_before_the_handlers_is_kept_for_them(
+    trio_app: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    worker = WorkerProcess(trio_app, sqlite_url, "trio_app:signals_itself")
+    processes.append(worker)
+    assert worker.exit_code() == 0  # not killed by the SIGTERM: it became a soft stop
+    ready = worker.expect("working ", "err")
+    stopping = worker.expect("SIGTERM received: stopping after running jobs finish", "err")
+    assert worker.seen["err"].index(ready) < worker.seen["err"].index(stopping)
+    worker.expect("stopped (soft stop)", "err")
+
+
+def test_trio_processes_run_one_client_each_and_stop_in_two_steps(
+    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+) -> None:
+    ids = [inserter.insert(Hold()).job.id for _ in range(2)]
+    worker = WorkerProcess(trio_app, db_url, "trio_app:one_worker_client", "--processes", "2")
+    processes.append(worker)
+    n = 2
+    while len({line.split(" by ")[1].split()[0] for line in expect_count(worker, "started ", n)}) < 2:
+        n += 1  # a claim reconciled under load starts its job again in the same process
+    pids = {line.split(" pid ")[1] for line in worker.seen["out"] if "started " in line}
+    assert len(pids) == 2
+    expect_count(worker, "working ", 2, "err")
+    worker.signal(signal.SIGTERM)
+    expect_count(worker, "SIGTERM received: stopping after running jobs finish", 2, "err")
+    assert worker.proc.poll() is None  # the held jobs keep the soft stop waiting
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_code() == 0
+    for job_id in ids:
+        back = row(inserter, job_id)
+        assert back.state is JobState.AVAILABLE and back.attempt == 0
+
+
+def test_processes_with_an_async_factory_that_returns_no_client_exit_2(
+    trio_app: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    worker = WorkerProcess(trio_app, sqlite_url, "trio_app:returns_a_sync_client", "--processes", "2")
+    processes.append(worker)
+    assert worker.exit_code() == 2  # the children found it; the supervisor stopped the rest
+    worker.expect("exited with a usage error", "err")
+
+
+def test_processes_refuse_an_in_memory_database_for_a_trio_client(
+    trio_app: Path, processes: list[WorkerProcess]
+) -> None:
+    worker = WorkerProcess(trio_app, "sqlite://:memory:", "trio_app:client", "--processes", "2")
+    processes.append(worker)
+    assert worker.exit_code() == 2
+    worker.expect("in-memory SQLite database exists only inside one process", "err")
+
+
+# ---------------------------------------------------------------- asyncio dispatch (stand-in client)
+
+
+@pytest.mark.parametrize(("flags", "loop"), [((), "asyncio"), (("--loop", "uvloop"), "uvloop")])
+def test_an_asyncio_client_runs_in_an_asyncio_loop(
+    asyncio_app: Path, sqlite_url: str, processes: list[WorkerProcess], flags: tuple[str, ...], loop: str
+) -> None:
+    inserter = Client(sqlite_url)
+    try:
+        job_id = inserter.insert(Quick()).job.id
+        worker = start(processes, asyncio_app, sqlite_url, "asyncio_app:client", *flags)
+        assert "(asyncio)" in worker.seen["err"][-1]
+        worker.expect(f"fake river_asyncio: running on {loop}; trio modules loaded: 0", "err")
+        worker.expect(f"done {job_id}")
+        worker.signal(signal.SIGTERM)
+        assert worker.exit_code() == 0
+        worker.expect("stopped (soft stop)", "err")
+    finally:
+        inserter.stop()
+
+
+def test_an_asyncio_factory_is_awaited_in_asyncio_and_hard_stops(
+    asyncio_app: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    inserter = Client(sqlite_url)
+    try:
+        long_id = inserter.insert(Long()).job.id
+        worker = start(processes, asyncio_app, sqlite_url, "asyncio_app:amake_client")
+        worker.expect("fake river_asyncio: running on asyncio", "err")
+        worker.expect(f"started {long_id}")
+        worker.signal(signal.SIGINT)
+        worker.expect("SIGINT received: stopping after running jobs finish", "err")
+        worker.signal(signal.SIGINT)
+        worker.expect(f"cancelled {long_id}")
+        assert worker.exit_code() == 0
+        worker.expect("stopped (hard stop)", "err")
+        assert row(inserter, long_id).state is JobState.AVAILABLE
+    finally:
+        inserter.stop()
+
+
+# ---------------------------------------------------------------- usage errors (in-process)
+
+
+@pytest.fixture
+def trio_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> Iterator[str]:
+    name = f"trio_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(TRIO_APP)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WORK_APP_DB", sqlite_url)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    yield name
+    sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["{app}:client", "--backend", "asyncio"], "--backend asyncio: {app}:client is a client for trio"),
+    (["{app}:client", "--loop", "uvloop"], "--loop uvloop is an asyncio event loop; a trio client"),
+    (["{app}:amake_client", "--backend", "asyncio"],
+     "{app}:amake_client() ran in asyncio's event loop but returned a client for trio; pass --backend trio"),
+    (["{app}:returns_a_sync_client"],
+     "returned a river_sync client (no event loop); make it a plain def"),
+    (["{app}:Quick"], "{app}:Quick() returned Quick, not a river_sync, river_trio or river_asyncio Client"),
+    (["{app}:invalid_settings"], "{app}:invalid_settings: max_attempts must be between 1 and 32767"),
+    (["{app}:no_workers_allowed"], "error: max_workers must be between 1 and 10000, got 0"),
+])
+def test_async_usage_errors_exit_2(
+    trio_module: str, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["work", *[a.format(app=trio_module) for a in argv]])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message.format(app=trio_module) in err
+
+
+def test_a_sync_client_refuses_backend_flags(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch, sqlite_url: str) -> None:
+    name = f"sync_app_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "import os\nfrom river_sync import Client\nclient = Client(os.environ['WORK_APP_DB'])\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WORK_APP_DB", sqlite_url)
+    try:
+        assert main(["work", f"{name}:client", "--loop", "uvloop"]) == 2
+        assert "--loop: " in capsys.readouterr().err
+        assert main(["work", f"{name}:client", "--backend", "trio"]) == 2
+        assert "is a river_sync client, which runs on threads" in capsys.readouterr().err
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_guess_backend_needs_exactly_one_async_river_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import river_trio
+
+    monkeypatch.setitem(sys.modules, "river_trio", river_trio)
+    monkeypatch.delitem(sys.modules, "river_asyncio", raising=False)
+    assert guess_backend("app") == "trio"
+    monkeypatch.setitem(sys.modules, "river_asyncio", argparse)  # any module: only its presence counts
+    with pytest.raises(UsageError, match="loads river_trio and river_asyncio: pass --backend"):
+        guess_backend("app")
+    monkeypatch.delitem(sys.modules, "river_trio")
+    assert guess_backend("app") == "asyncio"
+    monkeypatch.delitem(sys.modules, "river_asyncio")
+    with pytest.raises(UsageError, match="neither river_trio nor river_asyncio"):
+        guess_backend("app")
+
+
+def test_build_client_returns_an_async_factory_unawaited_and_checks_its_result(trio_module: str) -> None:
+    from river_tools.cli.work import load_target
+
+    made = build_client(load_target(f"{trio_module}:amake_client"), "f", {})
+    client = anyio.run(lambda: made, backend="trio")  # awaited in the loop it is for
+    assert checked_client(client, "f", "trio") is client and is_client(client)
+    with pytest.raises(UsageError, match="returned int"):
+        checked_client(1, "f", "trio")
+    instance = load_target(f"{trio_module}:client")
+    assert build_client(instance, "client", {}) is instance
+
+
+def test_backend_of_and_is_async_client() -> None:
+    import river_trio
+
+    client = river_trio.Client("sqlite://:memory:")
+    assert async_runner.is_async_client(client) and async_runner.backend_of(client) == "trio"
+    assert not async_runner.is_async_client(river_trio.Client)  # the class, not a client
+    sync = Client("sqlite://:memory:")
+    try:
+        assert not async_runner.is_async_client(sync) and is_client(sync)
+    finally:
+        sync.stop()
+
+    class Other(river_trio.Client):
+        ANYIO_BACKEND = "curio"
+
+    with pytest.raises(ValueError, match="ANYIO_BACKEND is 'curio'"):
+        async_runner.backend_of(Other("sqlite://:memory:"))
+    assert async_runner.backend_options("asyncio", "uvloop") == {"use_uvloop": True}
+    assert async_runner.backend_options("trio") == {}
+    with pytest.raises(ValueError, match="loop must be one of"):
+        async_runner.backend_options("asyncio", "tokio")
+
+
+def test_in_memory_sqlite_reads_an_async_clients_database_argument(tmp_path: Path) -> None:
+    import river_trio
+
+    assert in_memory_sqlite(river_trio.Client("sqlite://:memory:"))
+    assert not in_memory_sqlite(river_trio.Client(f"sqlite://{tmp_path}/x.db"))
+    assert not in_memory_sqlite(river_trio.Client(tmp_path / "x.db"))
+    assert not in_memory_sqlite(river_trio.Client("postgresql://localhost/x"))
+
+
+def test_child_command_repeats_backend_and_loop() -> None:
+    args = argparse.Namespace(target="app:make", log_level="info", queues=None, max_workers=None, tags=None,
+                              untagged=False, database_url=None, schema=None, processes=2, default_gc=False,
+                              backend="asyncio", loop="uvloop")
+    assert child_command(args)[-4:] == ["--backend", "asyncio", "--loop", "uvloop"]
+
+
+def test_run_until_signalled_stops_softly_then_hard_on_either_backend() -> None:
+    """The AnyIO runner itself, in-process, with a client double that records its calls."""
+    import os
+
+    class Recorder:
+        ANYIO_BACKEND = "trio"
+
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+            self.stopped = anyio.Event()
+
+        async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            task_status.started()
+            await self.stopped.wait()
+
+        async def stop(self, timeout: float | None = None) -> None:
+            self.calls.append(f"stop {timeout}")
+
+        async def stop_and_cancel(self) -> None:
+            self.calls.append("stop_and_cancel")
+            self.stopped.set()
+
+        async def wait(self) -> bool:
+            await self.stopped.wait()
+            return True
+
+    for backend in async_runner.BACKENDS:
+        async def scenario() -> tuple[str, list[str]]:
+            client = Recorder()
+            async with anyio.create_task_group() as tg:
+                result: list[str] = []
+
+                async def runner(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+                    result.append(await async_runner.run_until_signalled(
+                        client, signals=(signal.SIGUSR1,), soft_stop_timeout=3.0, task_status=task_status))
+
+                await tg.start(runner)
+                os.kill(os.getpid(), signal.SIGUSR1)
+                while not client.calls:
+                    await anyio.sleep(0.01)
+                os.kill(os.getpid(), signal.SIGUSR1)
+            return result[0], client.calls
+
+        assert anyio.run(scenario, backend=backend) == ("hard", ["stop 3.0", "stop_and_cancel"]), backend
+
+
+def test_client_package_imports_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    import river_trio
+
+    assert async_runner.client_package("trio") is river_trio
+    monkeypatch.setitem(sys.modules, "river_asyncio", None)  # what a missing package raises
+    with pytest.raises(async_runner.DriverUnavailableError,
+                       match="river_asyncio is not installed: the asyncio client needs it"):
+        async_runner.client_package("asyncio")
+    with pytest.raises(async_runner.DriverUnavailableError, match="not installed: my tool needs it"):
+        async_runner.client_package("asyncio", needed_by="my tool")
+    with pytest.raises(ValueError, match="no River client for 'curio'"):
+        async_runner.client_package("curio")
+
+
+def test_sole_exception() -> None:
+    from river_tools.cli.work import sole_exception
+
+    error = ValueError("x")
+    assert sole_exception(ExceptionGroup("a", [ExceptionGroup("b", [error])])) is error
+    assert sole_exception(ExceptionGroup("a", [error, KeyError("y")])) is None
