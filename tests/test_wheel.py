@@ -234,12 +234,13 @@ PROBE = textwrap.dedent(
             if info.name.rsplit(".", 1)[-1] != "__main__":
                 importlib.import_module(info.name)
                 modules.append(info.name)
-    import river_sync
+    import river_db, river_otel, river_sync
     print(json.dumps({
         "tops": tops,
         "modules": modules,
         "river_sync_file": river_sync.__file__,
-        "versions": [md.version("river-python")],
+        "versions": [md.version("river-python"), river_db.__version__, river_sync.__version__,
+                     river_otel.__version__],
         "conformance": importlib.util.find_spec("conformance") is not None,
         "sys_path": sys.path,
     }))
@@ -253,7 +254,7 @@ def test_installed_copy_imports_alone_from_an_empty_directory(installed: Install
     assert Path(probe["river_sync_file"]).is_relative_to(installed.venv)
     assert not any(Path(p).resolve() == ROOT for p in probe["sys_path"] if p)
     assert probe["conformance"] is False
-    assert probe["versions"] == [project_version()]
+    assert probe["versions"] == [project_version()] * 4
     # Every module of the wheel imports there: nothing a user runs needs conformance/ or tests/.
     assert {"river_sync.client", "river_tools.cli.main", "river_protocol.dialects.sqlite"} <= set(
         probe["modules"])
