@@ -160,14 +160,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=TIMEOUT)
     (venv_site,) = venv.glob("lib/python*/site-packages")
     (venv_site / "_river_test_dependencies.pth").write_text("\n".join(dependency_site_dirs()) + "\n")
-    # This interpreter's pip installs into the venv's interpreter (pip >= 22.3).
+    installed = Installed(wheel=wheel, venv=venv, workdir=workdir)
+    # This interpreter's pip installs into the venv's interpreter (pip >= 22.3), in a user's
+    # environment. --ignore-installed: the dependency directories may hold this project too (an
+    # editable install of the same version, which pip would take as already installed); the
+    # wheel goes into the venv regardless, and nothing outside the venv is touched.
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
-         "--no-deps", "--no-index", str(wheel)],
-        check=True, timeout=TIMEOUT,
+        [sys.executable, "-m", "pip", "--python", str(installed.python), "install", "--quiet",
+         "--no-deps", "--no-index", "--ignore-installed", str(wheel)],
+        env=installed.env(), check=True, timeout=TIMEOUT,
     )
     workdir.mkdir()
-    return Installed(wheel=wheel, venv=venv, workdir=workdir)
+    return installed
 
 
 # ---------------------------------------------------------------- helpers
