@@ -108,7 +108,12 @@ def top_level_names(paths: Iterator[str] | list[str]) -> set[str]:
 
 
 def dependency_site_dirs() -> list[str]:
-    """The site directories this interpreter finds its packages in, the checkout excluded."""
+    """The site directories this interpreter finds its packages in, the checkout itself excluded.
+
+    A site directory inside the checkout stays (nox's virtualenvs live in ``.nox/``): what
+    it holds of this project is an editable install's finder, which a listed directory
+    never runs.
+    """
     candidates = [*site.getsitepackages()]
     if site.ENABLE_USER_SITE:
         candidates.append(site.getusersitepackages())
@@ -118,7 +123,7 @@ def dependency_site_dirs() -> list[str]:
     found: list[str] = []
     for entry in candidates:
         path = Path(entry).resolve()
-        if path.is_dir() and path != ROOT and ROOT not in path.parents and str(path) not in found:
+        if path.is_dir() and path != ROOT and str(path) not in found:
             found.append(str(path))
     return found
 
