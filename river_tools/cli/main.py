@@ -82,6 +82,7 @@ def _check_line(line: str) -> None:
 
 def _open_migrator(args: argparse.Namespace) -> Any:
     from river_db.migrator import Migrator
+    from river_db.sqlite import SQLiteOpenError
 
     _check_line(args.line)
     url = database_url(args)
@@ -89,6 +90,8 @@ def _open_migrator(args: argparse.Namespace) -> Any:
         return Migrator(url, schema=args.schema, line=args.line)
     except ValidationError:
         raise
+    except SQLiteOpenError as exc:  # its message names the file tried and both URL spellings
+        raise CommandFailed(f"{exc} (check --database-url or ${ENV_DATABASE_URL})") from exc
     except Exception as exc:
         if _is_driver_error(exc):
             raise CommandFailed(

@@ -115,3 +115,4 @@ def test_cli_migrate_into_a_missing_directory_exits_1_with_the_spellings(
     err = capsys.readouterr().err
     assert f"cannot open the SQLite database {tmp_path}/nodir/jobs.sqlite3 (" in err
     assert "sqlite:///nodir/jobs.sqlite3 is the absolute path /nodir/jobs.sqlite3" in err
+    assert "check --database-url" in err
