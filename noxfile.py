@@ -1,4 +1,4 @@
-"""Project sessions: tests, conformance, lint, typecheck, bench."""
+"""Project sessions: tests, docs, conformance, lint, typecheck, bench."""
 
 from __future__ import annotations
 
@@ -15,6 +15,14 @@ def tests(session: nox.Session) -> None:
     """The whole test suite (unit, property, conformance, real Postgres and SQLite)."""
     session.install("-e", ".[test]")
     session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PY)
+def docs(session: nox.Session) -> None:
+    """The documentation site, warnings as errors (into ./site, or the directory given after --)."""
+    session.install("-e", ".[docs]")
+    site_dir = session.posargs[0] if session.posargs else "site"
+    session.run("mkdocs", "build", "--strict", "--site-dir", site_dir, env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session(python=PY)

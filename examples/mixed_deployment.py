@@ -1,6 +1,6 @@
 """A Python service sharing one River database with a Go service (runs without Go).
 
-The guide is mixed_go_python.md; this is its configuration in code:
+The guide is docs/guides/go-river.md ("Working beside Go River"); this is its configuration in code:
 
 - the Python client works its own queue (``python``); the Go service works
   ``default``. Both may insert jobs for the other side: a job goes to the

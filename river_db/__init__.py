@@ -11,3 +11,7 @@ and the client pieces with no waiting in them (``client_support``, ``events``,
 
 This package imports ``river_protocol`` and database libraries, never a driver.
 """
+
+from river_db.version import package_version
+
+__version__ = package_version()

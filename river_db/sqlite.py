@@ -8,12 +8,18 @@ from contextlib import suppress
 from types import ModuleType
 from typing import Any
 
-from river_protocol.errors import ValidationError
+from river_db.urls import MEMORY, explain_sqlite_path
+from river_protocol.errors import RiverError, ValidationError
 
 log = logging.getLogger(__name__)
 
 MIN_VERSION = (3, 45, 0)
 MIN_VERSION_TEXT = ".".join(map(str, MIN_VERSION))
+
+
+class SQLiteOpenError(RiverError, OSError):
+    """A SQLite file that cannot be opened (its directory is missing, or not writable). The message
+    names the absolute path tried and both URL spellings; the driver's error is chained."""
 
 
 def sqlite_module() -> ModuleType:
@@ -29,7 +35,12 @@ def sqlite_module() -> ModuleType:
 def connect_sqlite(path: str, *, busy_timeout_ms: int = 5000, **kwargs: Any) -> Any:
     """Open ``path`` in autocommit mode (explicit BEGIN IMMEDIATE for writes), WAL, busy timeout."""
     module = sqlite_module()
-    conn = module.connect(path, isolation_level=None, check_same_thread=False, **kwargs)
+    try:
+        conn = module.connect(path, isolation_level=None, check_same_thread=False, **kwargs)
+    except module.OperationalError as exc:
+        if path in (MEMORY, "") or kwargs.get("uri"):
+            raise
+        raise SQLiteOpenError(f"cannot open the SQLite database {explain_sqlite_path(path)}: {exc}") from exc
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
     if path not in (":memory:", ""):
         conn.execute("PRAGMA journal_mode = WAL")

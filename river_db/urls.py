@@ -7,7 +7,10 @@ Accepted forms:
   dropped before connecting;
 - ``sqlite://PATH`` (relative to the working directory, Go River's CLI
   convention), ``sqlite:///ABS/PATH``, and ``sqlite://`` or ``sqlite://:memory:``
-  for an in-memory database; the SQLAlchemy-style ``sqlite+pysqlite://`` too;
+  for an in-memory database; the SQLAlchemy-style ``sqlite+pysqlite://`` too.
+  SQLAlchemy reads three slashes as relative; Go's rule is kept because River's
+  users share it, and ``explain_sqlite_path`` puts both spellings in the errors
+  about a file that is not where the URL says;
 - a bare path, only where it is plainly a file: it contains a ``/`` or ends in
   ``.sqlite``, ``.sqlite3`` or ``.db``. A bare word such as ``garbage`` is
   refused rather than silently becoming a new SQLite file in the working
@@ -105,6 +108,20 @@ def sqlite_file_path(text: str) -> str:
     if path == MEMORY:
         raise ValidationError(f"SQLite URL {text!r} has no file path: use sqlite://river.sqlite3")
     return path
+
+
+def explain_sqlite_path(path: str) -> str:
+    """``path`` as the absolute path it names, followed by both URL spellings, for an error message.
+
+    ``sqlite:///name.sqlite3`` is ``/name.sqlite3`` by Go River's rule, which surprises
+    SQLAlchemy users; the message shows which file was meant by each spelling.
+    """
+    absolute = os.path.abspath(path)
+    name = path.lstrip("/") or path
+    return (
+        f"{absolute} (sqlite:///{name} is the absolute path /{name}; "
+        f"sqlite://{name} is {name} in the working directory {os.getcwd()})"
+    )
 
 
 def postgres_conninfo(text: str) -> str:

@@ -9,6 +9,9 @@ Needs only ``opentelemetry-api`` at run time; bring your own SDK and exporters::
     river_trio.Client(url, ..., middleware=[otel.work_async], insert_middleware=[otel.insert_many_async])
 """
 
+from river_db.version import package_version
 from river_otel.middleware import METADATA_KEY, OtelMiddleware
+
+__version__ = package_version()
 
 __all__ = ["METADATA_KEY", "OtelMiddleware"]

@@ -2,6 +2,7 @@
 
 from river_db.events import Event, SubscriptionTimeoutError
 from river_db.migrator import Migrator
+from river_db.version import package_version
 from river_protocol.admin import JobPage, JobRunningError, QueueAlreadyAddedError, QueueNotAddedError
 from river_protocol.args import arg_field
 from river_protocol.claim_filters import TagFilter
@@ -30,6 +31,8 @@ from river_sync.database import Database
 from river_sync.events import Subscription
 from river_sync.signals import run_until_signalled
 from river_sync.transactions import transaction
+
+__version__ = package_version()
 
 __all__ = [
     "AttemptError",

@@ -123,8 +123,8 @@ def test_protocol_sections_reads_numbered_headings_only() -> None:
 
 
 def test_missing_markdown_resolves_beside_the_file_and_from_the_root() -> None:
-    citing = ROOT / "examples" / "README.md"
-    assert missing_markdown("see mixed_go_python.md and docs/protocol.md", citing) == []
+    citing = ROOT / "docs" / "guides" / "go-river.md"
+    assert missing_markdown("see trio.md, ../protocol.md and docs/protocol.md", citing) == []
     assert missing_markdown("https://github.com/riverqueue/river/blob/master/README.md", citing) == []
     assert missing_markdown("see STYLE.md and ../shared/X.md", citing) == ["STYLE.md", "../shared/X.md"]
 

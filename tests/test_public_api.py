@@ -1,4 +1,4 @@
-"""What a new user reaches for first (issue 10.6): names both drivers export, the README's Client table."""
+"""What a new user reaches for first (issue 10.6): names both drivers export, the documented Client table."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from river_db.migrator import Migrator
 from river_protocol.args import arg_field, json_name
 from river_protocol.retry import RetryPolicy
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+CLIENT_GUIDE = Path(__file__).resolve().parent.parent / "docs/guides/client.md"
 
 
 @pytest.mark.parametrize("driver", [river_sync, river_trio], ids=lambda m: m.__name__)
@@ -45,18 +45,18 @@ def test_first_reach_names_import_from_either_driver(driver: Any) -> None:
     assert isinstance(Now(), namespace["RetryPolicy"])
 
 
-def readme_client_table() -> list[tuple[str, str]]:
-    """(parameter, default) rows of the README's table under "The `Client` constructor"."""
-    text = README.read_text()
-    section = text.split("### The `Client` constructor", 1)[1].split("\n### ", 1)[0]
+def documented_client_table() -> list[tuple[str, str]]:
+    """(parameter, default) rows of the client guide's table under "The `Client` constructor"."""
+    text = CLIENT_GUIDE.read_text(encoding="utf-8")
+    section = text.split("\n## The `Client` constructor\n", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `(\w+)` \| ([^|]+) \|", section, flags=re.MULTILINE)
     return [(name, default.strip()) for name, default in rows]
 
 
 @pytest.mark.parametrize("client", [river_sync.Client, river_trio.Client], ids=["sync", "trio"])
-def test_readme_client_table_lists_exactly_the_constructor_parameters(client: type) -> None:
+def test_documented_client_table_lists_exactly_the_constructor_parameters(client: type) -> None:
     params = [p for p in inspect.signature(client.__init__).parameters.values() if p.name != "self"]
-    rows = readme_client_table()
+    rows = documented_client_table()
     assert [name for name, _ in rows] == [p.name for p in params]
     # Where the default is a literal, the table says the same one.
     for (name, documented), param in zip(rows, params, strict=True):
@@ -66,7 +66,7 @@ def test_readme_client_table_lists_exactly_the_constructor_parameters(client: ty
             assert documented == f"`{param.default!r}`", name
 
 
-def test_readme_table_reader_sees_a_missing_row() -> None:
-    rows = readme_client_table()
+def test_documented_table_reader_sees_a_missing_row() -> None:
+    rows = documented_client_table()
     assert rows and rows[0] == ("database", "(required)")
     assert len({name for name, _ in rows}) == len(rows)

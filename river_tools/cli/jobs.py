@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from river_db.connect import open_connection
 from river_db.executor import Executor
-from river_db.urls import ENV_DATABASE_URL, dialect_of_url
+from river_db.urls import ENV_DATABASE_URL, dialect_of_url, explain_sqlite_path
 from river_db.urls import sqlite_file_path as sqlite_path
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
@@ -102,7 +102,8 @@ def open_executor(args: argparse.Namespace) -> Iterator[Executor]:
         path = sqlite_path(url)
         if path != ":memory:" and not os.path.exists(path):
             raise CommandFailed(
-                f"no SQLite database at {path}: pass --database-url (or set ${ENV_DATABASE_URL}), "
+                f"no SQLite database at {explain_sqlite_path(path)}: pass --database-url "
+                f"(or set ${ENV_DATABASE_URL}), "
                 f"or create one with `river migrate-up --database-url {url}`"
             )
     try:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from river_db.urls import ENV_DATABASE_URL, default_database_url, dialect_of_url, parse_database_url
+from river_db.version import package_version
 from river_protocol.errors import MigrationError, RiverError, ValidationError
 from river_protocol.migrations import ALL, LINE_MAIN, LINES, check_line, migrations_for, render
 
@@ -81,6 +82,7 @@ def _check_line(line: str) -> None:
 
 def _open_migrator(args: argparse.Namespace) -> Any:
     from river_db.migrator import Migrator
+    from river_db.sqlite import SQLiteOpenError
 
     _check_line(args.line)
     url = database_url(args)
@@ -88,6 +90,8 @@ def _open_migrator(args: argparse.Namespace) -> Any:
         return Migrator(url, schema=args.schema, line=args.line)
     except ValidationError:
         raise
+    except SQLiteOpenError as exc:  # its message names the file tried and both URL spellings
+        raise CommandFailed(f"{exc} (check --database-url or ${ENV_DATABASE_URL})") from exc
     except Exception as exc:
         if _is_driver_error(exc):
             raise CommandFailed(
@@ -287,7 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="river", description="River job queue for Python: schema migrations and tools."
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for register in BUILTIN_REGISTRARS:
         register(sub)
@@ -354,15 +358,6 @@ def _redact(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("river-python")
-    except PackageNotFoundError:
-        return "(unknown)"
 
 
 if __name__ == "__main__":
