@@ -226,9 +226,14 @@ def systems(opts: argparse.Namespace, fresh: FreshDatabases) -> list[System]:
     drivers = [d for d in ("sync", "trio", "asyncio") if d in chosen]
     for database in databases:
         for driver in drivers:
-            out.append(System(f"river_{driver} / {database}",
-                              lambda db=database, d=driver: getattr(fresh, db)(f"river_{d}"),
-                              lambda url, d=driver: river_bench(url, opts.jobs, d, opts.max_workers)))
+            def make(db: str = database, d: str = driver) -> str:
+                url: str = getattr(fresh, db)(f"river_{d}")
+                return url
+
+            def run(url: str, d: str = driver) -> dict[str, Any]:
+                return river_bench(url, opts.jobs, d, opts.max_workers)
+
+            out.append(System(f"river_{driver} / {database}", make, run))
     if "pgqueuer" in chosen and "postgres" in databases:
         for label, (batch, tasks) in PGQUEUER_CONFIGS.items():
             def run_pgqueuer(url: str, b: int = batch, t: int | None = tasks) -> dict[str, Any]:
