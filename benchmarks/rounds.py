@@ -308,7 +308,7 @@ def report(all_systems: Sequence[System], loads: Sequence[tuple[int, float, floa
     out = out or sys.stdout
     rounds = len(loads)
     print(f"\n== medians over {rounds} interleaved rounds, spread min-max; each run on a fresh copy of "
-          "a migrated database", file=out)
+          "a migrated database; x Go: ratio to River Go / postgres's median", file=out)
     print("   load average (1 min) before each round: " + ", ".join(
         f"r{n} {load:.2f}" + ("*" if load >= LOAD_LIMIT else "") for n, load, _ in loads), file=out)
     if any(load >= LOAD_LIMIT for _, load, _ in loads):
