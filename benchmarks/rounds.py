@@ -401,6 +401,9 @@ def main(argv: Sequence[str] = ()) -> list[System]:
     finally:
         scratch.close()
     report(all_systems, loads)
+    if fresh.checkpoint_refused:
+        print(f"   note: no CHECKPOINT before the Postgres runs ({fresh.checkpoint_refused}); grant the "
+              "bench's role pg_checkpoint for runs that start with no checkpoint owed")
     return all_systems
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import re
 import sqlite3
+import uuid
 from collections.abc import Iterator
 
 import psycopg
@@ -184,7 +185,8 @@ def test_selection_by_database_and_system() -> None:
 
 @pytest.mark.postgres
 def test_rounds_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
-    before = _databases_named("river_bench_")
+    ours = ("river_bench_template_", "river_bench_river_sync_")  # the tags this run's databases get
+    before = {name for prefix in ours for name in _databases_named(prefix)}
     measured = rounds.main(["-n", "200", "--rounds", "1", "--systems", "sync", "--load-wait", "0",
                             "--max-workers", "50"])
     out = capsys.readouterr().out
@@ -198,4 +200,30 @@ def test_rounds_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
                         r"r1:[\d,]+\*?$", table, re.M)
         assert row is not None, table
     assert "River Go not measured in this run" in out
-    assert _databases_named("river_bench_") - before == set()  # every copy and template dropped
+    after = {name for prefix in ours for name in _databases_named(prefix)}
+    assert after - before == set()  # every copy and template dropped
+
+
+@pytest.mark.postgres
+def test_copies_are_made_without_checkpoint_when_the_role_may_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    from urllib.parse import urlsplit, urlunsplit
+
+    role, admin_url = "river_bench_role_" + uuid.uuid4().hex[:8], pg_admin_url()
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE ROLE "{role}" LOGIN CREATEDB')
+    try:
+        parts = urlsplit(admin_url)
+        netloc = f"{role}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        monkeypatch.setenv("RIVER_BENCH_DATABASE_URL", urlunsplit((parts.scheme, netloc, parts.path, "", "")))
+        scratch = Scratch()
+        try:
+            fresh = FreshDatabases(scratch)
+            url = fresh.postgres("unprivileged")
+            assert fresh.checkpoint_refused is not None and "CHECKPOINT" in fresh.checkpoint_refused
+            with psycopg.connect(url) as conn:
+                assert conn.execute("SELECT count(*) FROM river_job").fetchone() == (0,)
+        finally:
+            scratch.close()
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as admin:
+            admin.execute(f'DROP ROLE IF EXISTS "{role}"')
