@@ -8,6 +8,7 @@ spreads, ratios and load marks. The end-to-end run is tiny (200 jobs, one round)
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import sqlite3
 import uuid
@@ -227,3 +228,36 @@ def test_copies_are_made_without_checkpoint_when_the_role_may_not(monkeypatch: p
     finally:
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+
+
+def test_run_rounds_rotates_the_order_and_gives_each_run_its_own_database() -> None:
+    calls: list[tuple[str, str]] = []
+    made: list[str] = []
+
+    class Databases:
+        def release(self, url: str) -> None:
+            calls.append(("release", url))
+
+    def system(name: str) -> System:
+        def fresh() -> str:
+            made.append(f"{name}#{len(made)}")
+            return made[-1]
+
+        def run(url: str) -> dict[str, float]:
+            calls.append(("run", url))
+            return {"jobs_per_sec": 1000.0, "client_cpu_us_per_job": 10.0, "peak_rss_mb": 50.0}
+
+        return System(name, fresh, run)
+
+    systems = [system("a"), system("b"), system("c")]
+    out = io.StringIO()
+    loads = rounds.run_rounds(systems, Databases(), argparse.Namespace(rounds=3, load_wait=0.0),  # type: ignore[arg-type]
+                              out=out)
+    assert [n for n, _, _ in loads] == [1, 2, 3]
+    ran = [url.split("#")[0] for kind, url in calls if kind == "run"]
+    assert ran == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    # Each run on a database of its own, released right after it.
+    assert calls == [(kind, url) for url in made for kind in ("run", "release")]
+    assert all([s.round for s in x.samples] == [1, 2, 3] for x in systems)
+    assert all(s.load == loads[s.round - 1][1] for x in systems for s in x.samples)
+    assert out.getvalue().count("load average") == 3
