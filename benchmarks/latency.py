@@ -59,6 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from benchmarks.fresh_state import FreshDatabases
 from benchmarks.sync_driver import Scratch
@@ -74,6 +75,7 @@ TARGET_P95_MS = 10.0
 TARGET_PG_CPU_RISE = 0.20  # at most 20 % more Postgres CPU per job than the defaults
 GO_RECORDED = "River Go worker, River's defaults (issue 19, recorded): p50 53-62 ms, p95 97-102 ms"
 DRAIN_TIMEOUT = 30.0  # seconds for the last jobs to be worked after the inserts end
+INSERTER_APP, WORKER_APP = "river_bench_inserter", "river_bench_worker"  # application_name, per side
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,14 +128,16 @@ class BackendCpu:
         self.url, self.interval = url, interval
         self._first: dict[int, float] = {}
         self._last: dict[int, float] = {}
+        self._app: dict[int, str] = {}  # pid -> application_name
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-pg-cpu", daemon=True)
         self.visible = True
 
     def _sample(self, conn: Any, initial: bool) -> None:
-        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                            "AND pid <> pg_backend_pid()").fetchall()
-        for (pid,) in rows:
+        rows = conn.execute("SELECT pid, application_name FROM pg_stat_activity WHERE datname = "
+                            "current_database() AND pid <> pg_backend_pid()").fetchall()
+        for pid, app in rows:
+            self._app[pid] = app
             cpu = _proc_cpu(int(pid))
             if cpu is None:
                 self.visible = False
@@ -161,10 +165,19 @@ class BackendCpu:
         self._stop.set()
         self._thread.join(10)
 
-    def seconds(self) -> float | None:
+    def seconds(self, application_name: str | None = None) -> float | None:
+        """CPU seconds of the backends (only those of ``application_name`` if given)."""
         if not self.visible or not self._last:
             return None
-        return sum(last - self._first.get(pid, 0.0) for pid, last in self._last.items())
+        return sum(last - self._first.get(pid, 0.0) for pid, last in self._last.items()
+                   if application_name is None or self._app.get(pid) == application_name)
+
+
+def named(url: str, application_name: str) -> str:
+    """``url`` with ``application_name`` set, so each side's backends can be told apart."""
+    parts = urlsplit(url)
+    query = "&".join(q for q in (parts.query, f"application_name={application_name}") if q)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, query, parts.fragment))
 
 
 # ---------------------------------------------------------------- the worker process
@@ -227,14 +240,15 @@ def run_setting(setting: Setting, url: str, *, seconds: float, rate: float,
 
     n = max(int(seconds * rate), 1)
     worker = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.latency", "child-work", url, worker_driver,
+        [sys.executable, "-m", "benchmarks.latency", "child-work", named(url, WORKER_APP), worker_driver,
          _ms(setting.worker_cooldown), "on" if setting.worker_group_commit else "off"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert worker.stdin is not None and worker.stdout is not None
         if worker.stdout.readline().strip() != "ready":
             return {"error": "the worker process did not start"}
-        with Client(url, workers=bench_workers(), fetch_cooldown=setting.inserter_cooldown) as client, \
+        with Client(named(url, INSERTER_APP), workers=bench_workers(),
+                    fetch_cooldown=setting.inserter_cooldown) as client, \
                 psycopg.connect(url, autocommit=True) as watch:
             first_id = client.insert(BenchmarkArgs(0)).job.id  # connections warm; not counted
             deadline = time.monotonic() + DRAIN_TIMEOUT
@@ -264,11 +278,17 @@ def run_setting(setting: Setting, url: str, *, seconds: float, rate: float,
             worker.wait()
     lat = _latencies(url, first_id)
     pg_cpu = cpu.seconds()
+
+    def per_job(seconds: float | None) -> float | None:
+        return None if seconds is None else seconds / max(done, 1) * 1e6
+
     result: dict[str, Any] = {
         "jobs": n, "done": done, "seconds": elapsed,
         "p50_ms": percentile(lat, 0.50) * 1000, "p95_ms": percentile(lat, 0.95) * 1000,
         "p99_ms": percentile(lat, 0.99) * 1000, "max_ms": (lat[-1] if lat else float("nan")) * 1000,
-        "pg_cpu_us_per_job": None if pg_cpu is None else pg_cpu / max(done, 1) * 1e6,
+        "pg_cpu_us_per_job": per_job(pg_cpu),
+        "pg_cpu_inserter_us_per_job": per_job(cpu.seconds(INSERTER_APP)),
+        "pg_cpu_worker_us_per_job": per_job(cpu.seconds(WORKER_APP)),
     }
     return result
 
@@ -281,17 +301,21 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
 
 
 def report_lines(results: dict[str, dict[str, Any]], load: float) -> list[str]:
-    lines = [f"   {'setting':<48} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-             f"{'PG CPU us/job':>14} {'x defaults':>10}   worked"]
+    lines = [f"   {'setting':<52} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'max ms':>7} "
+             f"{'PG CPU us/job':>13} {'x defaults':>10} {'inserter':>9} {'worker':>7}   worked"]
     base = results.get(DEFAULTS, {}).get("pg_cpu_us_per_job")
     for name, r in results.items():
         if "error" in r:
-            lines.append(f"   {name:<48} failed: {r['error']}")
+            lines.append(f"   {name:<52} failed: {r['error']}")
             continue
         cpu = r["pg_cpu_us_per_job"]
         ratio = "-" if cpu is None or not base else f"x{cpu / base:.2f}"
-        lines.append(f"   {name:<48} {r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f} {r['p99_ms']:>8.1f} "
-                     f"{r['max_ms']:>8.1f} {_fmt(cpu):>14} {ratio:>10}   {r['done']}/{r['jobs']}")
+        lines.append(f"   {name:<52} {r['p50_ms']:>7.1f} {r['p95_ms']:>7.1f} {r['p99_ms']:>7.1f} "
+                     f"{r['max_ms']:>7.1f} {_fmt(cpu):>13} {ratio:>10} "
+                     f"{_fmt(r.get('pg_cpu_inserter_us_per_job'), '.0f'):>9} "
+                     f"{_fmt(r.get('pg_cpu_worker_us_per_job'), '.0f'):>7}   {r['done']}/{r['jobs']}")
+    lines.append("   (PG CPU: the backends of this run's database; inserter / worker: those of each side's "
+                 "connections)")
     lines.append(f"   {GO_RECORDED}")
     low = results.get(LOW_LATENCY)
     if low is not None and "error" not in low:

@@ -38,16 +38,21 @@ def test_the_documented_configuration_is_the_last_setting() -> None:
 def test_report_lines_give_percentiles_cpu_ratio_and_targets() -> None:
     results = {
         DEFAULTS: {"jobs": 100, "done": 100, "p50_ms": 52.0, "p95_ms": 97.0, "p99_ms": 101.0, "max_ms": 110.0,
-                   "pg_cpu_us_per_job": 400.0},
+                   "pg_cpu_us_per_job": 400.0, "pg_cpu_inserter_us_per_job": 250.0,
+                   "pg_cpu_worker_us_per_job": 150.0},
         LOW_LATENCY: {"jobs": 100, "done": 99, "p50_ms": 2.5, "p95_ms": 6.0, "p99_ms": 8.0, "max_ms": 12.0,
-                      "pg_cpu_us_per_job": 460.0},
+                      "pg_cpu_us_per_job": 460.0, "pg_cpu_inserter_us_per_job": None,
+                      "pg_cpu_worker_us_per_job": 190.0},
         "broken": {"error": "the worker process did not start"},
     }
     lines = report_lines(results, load=1.4)
-    header, defaults, low, broken, go, target, load = lines
+    header, defaults, low, broken, note, go, target, load = lines
     assert header.split()[:2] == ["setting", "p50"] and "PG CPU us/job" in header
-    assert defaults.split()[-7:] == ["52.0", "97.0", "101.0", "110.0", "400.0", "x1.00", "100/100"]
-    assert low.split()[-7:] == ["2.5", "6.0", "8.0", "12.0", "460.0", "x1.15", "99/100"]
+    assert header.split()[-4:] == ["defaults", "inserter", "worker", "worked"]
+    assert defaults.split()[-9:] == [
+        "52.0", "97.0", "101.0", "110.0", "400.0", "x1.00", "250", "150", "100/100"]
+    assert low.split()[-9:] == ["2.5", "6.0", "8.0", "12.0", "460.0", "x1.15", "-", "190", "99/100"]
+    assert "inserter / worker" in note
     assert broken.split() == ["broken", "failed:", "the", "worker", "process", "did", "not", "start"]
     assert "River Go" in go and "recorded" in go
     assert "p95 6.0 ms [<= 10]" in target and "+15 %" in target
@@ -73,8 +78,15 @@ def test_backend_cpu_counts_the_databases_backends(fresh_pg_url: str) -> None:
     if os.path.exists(f"/proc/{pid}/stat"):
         seconds = cpu.seconds()
         assert seconds is not None and seconds >= 0.05
+        assert cpu.seconds("no such application") == 0.0
     else:  # Postgres in another host or container: not visible, so not reported
         assert cpu.seconds() is None
+
+
+def test_named_sets_the_application_name() -> None:
+    assert latency.named("postgresql://u@h:5432/db", "x") == "postgresql://u@h:5432/db?application_name=x"
+    assert latency.named("postgresql://h/db?sslmode=disable", "x") == (
+        "postgresql://h/db?sslmode=disable&application_name=x")
 
 
 @pytest.mark.postgres
@@ -84,9 +96,11 @@ def test_latency_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     assert list(results) == [DEFAULTS, LOW_LATENCY]
     for name, r in results.items():
         assert "error" not in r, r
+        if r["pg_cpu_us_per_job"] is not None:  # Postgres visible here: each side's share is found
+            assert r["pg_cpu_inserter_us_per_job"] > 0 and r["pg_cpu_worker_us_per_job"] > 0
         assert r["jobs"] == r["done"] == 50
         assert 0 <= r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"]
         row = re.search(rf"^   {re.escape(name)} +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+|-) +"
-                        r"(x[\d.]+|-) +50/50$", out, re.M)
+                        r"(x[\d.]+|-) +(\d+|-) +(\d+|-) +50/50$", out, re.M)
         assert row is not None, out
     assert re.search(r"^   target: low latency p95 [\d.]+ ms \[<= 10\]; Postgres CPU per job", out, re.M)
