@@ -46,9 +46,10 @@ Seen once under load (load average 4 on 2 cores, 8 s per setting, so no evidence
 figures, only of where the cost lands): defaults p95 98 ms at 750 us of Postgres CPU
 per job (inserter 575, worker 162); the documented configuration p95 14.5 ms at +45 %
 (inserter 525, worker 563). The inserter's side hardly moves (a NOTIFY per insert is
-cheap); the worker's claim per job is the cost, and one claim per job is what a p95 of
-10 ms at 100 jobs/s implies, so the +20 % target is out of a configuration's reach:
-it needs a cheaper claim.
+cheap); the worker's claim per job is the cost. One claim per job is what a p95 of
+10 ms at 100 jobs/s implies, so the +20 % target holds only if a claim costs less than
+a fifth of a job's other Postgres work, which it did not here: the next cost is the
+claim itself (the lead's idle run decides).
 
 River Go: its CLI has no latency mode. ``river bench`` inserts its own jobs (a burst of
 N, or a 75,000-job backlog) and ends on its own count, so it cannot serve as a worker
