@@ -385,6 +385,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         opts.systems = [name for name in SYSTEM_CHOICES if name != "asyncio" or asyncio_available()]
     if opts.no_peers:
         opts.systems = [name for name in opts.systems if name != "pgqueuer"]
+    if not opts.river_go:  # River Go runs only from a binary built from River's source
+        opts.systems = [name for name in opts.systems if name != "go"]
     return opts
 
 

@@ -158,13 +158,15 @@ def test_table_has_medians_spreads_ratios_to_go_and_load_marks() -> None:
 # ---------------------------------------------------------------- options
 
 
-def test_options() -> None:
+def test_options(monkeypatch: pytest.MonkeyPatch) -> None:
     quick = parse_args(["--quick", "--systems", "sync,pgqueuer", "--no-peers"])
     assert (quick.jobs, quick.rounds, quick.load_wait, quick.systems) == (2_000, 1, 0.0, ["sync"])
-    full = parse_args(["-n", "300", "--rounds", "5"])
+    full = parse_args(["-n", "300", "--rounds", "5", "--river-go", "/path/to/river"])
     assert (full.jobs, full.rounds, full.load_wait) == (300, 5, 120.0)
     assert ("asyncio" in full.systems) == rounds.asyncio_available()
     assert {"go", "sync", "trio", "pgqueuer"} <= set(full.systems)
+    monkeypatch.delenv("RIVER_GO_BIN", raising=False)
+    assert "go" not in parse_args(["--systems", "go,sync"]).systems  # no binary, no Go
     with pytest.raises(SystemExit):
         parse_args(["--systems", "sync,celery"])
     with pytest.raises(SystemExit):
