@@ -1,4 +1,4 @@
-"""``python -m benchmarks [pure|rounds|sync|trio|all]``: print figures."""
+"""``python -m benchmarks [pure|rounds|latency|sync|trio|all]``: print figures."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import rounds
 
         rounds.main(argv[1:] if which == "rounds" else [])
+    if which in ("latency", "all"):
+        from benchmarks import latency
+
+        latency.main(argv[1:] if which == "latency" else [])
     if which in ("sync", "all"):
         try:
             from benchmarks import sync_driver

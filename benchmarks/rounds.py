@@ -1,19 +1,29 @@
-"""Burn-down of the same no-op load by each system, over interleaved rounds (issue 9's table).
+"""Burn-down of the same no-op load by each system, over interleaved rounds (issue 19's table).
 
-``python -m benchmarks rounds [--jobs N] [--rounds R] [--max-workers N] [--no-sqlite] [--no-peers]``
+``python -m benchmarks rounds [-n N] [--rounds R] [--max-workers N] [--only postgres|sqlite]
+[--systems go,sync,trio,asyncio,pgqueuer] [--no-peers] [--load-wait S] [--quick]``
 
-Each round runs every system once, in the same order, each in its own process on
-its own scratch database: ``river bench -n N --json`` for river_sync and
-river_trio (the CLI a user runs, as River Go's ``river bench``; its worker
-process tunes the garbage collector as ``river work`` does), and pgqueuer at the
-configurations found fastest here (batch 500 with 1,000 concurrent tasks,
-batch 1,000 with 2,000, batch 100; "pgqueuer best" is whichever has the best
-median in the run) and at its default batch. The machine is shared and noisy,
-so the figures are medians over the rounds and the comparisons are ratios of
-medians from this one run.
+Each round runs every system once, each in its own process: ``river bench -n N
+--json`` for river_sync, river_trio and river_asyncio when it is installed (the
+CLI a user runs, as River Go's ``river bench``; its worker process tunes the
+garbage collector as ``river work`` does), on Postgres and on SQLite; River Go's
+own bench; and pgqueuer at the configurations found fastest here (batch 500 with
+1,000 concurrent tasks, batch 1,000 with 2,000, batch 100; "pgqueuer best" is
+whichever has the best median in the run) and at its default batch.
 
-Printed, never asserted: jobs/s, client CPU per job (the worker process's CPU
-time over jobs), and the ratios issue 9 sets targets for.
+Every run starts from the same database state: a database (or SQLite file) of its
+own, copied from a migrated template just before it, after a CHECKPOINT, with
+autovacuum off, and dropped after it. ``benchmarks.fresh_state`` records the
+drift this removes (dead tuples and statistics carried between rounds,
+autovacuum and checkpoints landing in some rounds only, a fixed order of
+systems). The order of systems rotates by one place per round, so order effects
+spread evenly over the systems. Before each round the 1-minute load average is
+read; at 1 or more the round waits (up to ``--load-wait``, default 120 s) for it
+to fall, and runs anyway after that, its figures marked ``*`` in the table.
+
+Printed, never asserted: each system's median jobs/s and client CPU per job (the
+worker process's CPU time over jobs) with their spread (min-max) over the
+rounds, its peak RSS, the ratios to River Go's medians, and issue 19's targets.
 
 River Go joins the rounds when ``RIVER_GO_BIN`` (or ``--river-go``) names a
 River Go CLI binary, built from River's own source (``go build ./cmd/river`` in
@@ -22,7 +32,7 @@ River's repository at v0.43.0); nothing of it is in this repository. Its
 2 ms and poll 20 ms, as ours does; its jobs/s is its own "overall job/sec", and
 its CPU is the process's from its first progress line (printed as its client
 starts, after the inserts) to its exit. Without the binary, the figure
-recorded in issue 9 is shown instead, marked as such.
+recorded in issue 19 is named instead, marked as such.
 """
 
 from __future__ import annotations
@@ -39,11 +49,17 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO, TypeVar
 
-from benchmarks.sync_driver import TARGETS, Scratch, _run_child
+from benchmarks.fresh_state import LOAD_LIMIT, LOAD_WAIT, FreshDatabases, wait_for_quiet
+from benchmarks.sync_driver import Scratch, _run_child
 
-RIVER_GO_RECORDED = TARGETS["river_go"]  # jobs/s, issue 9's measurement on this machine
+T = TypeVar("T")
+
+RIVER_GO_RECORDED = 17_510  # jobs/s, issue 19's measurement of River Go v0.43 on this machine
+RIVER_GO_RECORDED_CPU = 31.0  # its client CPU, us/job
+SQLITE_RECORDED = {"sync": 12_736, "trio": 13_826}  # jobs/s, the top of issue 19's SQLite ranges
+RSS_TARGET_MB = 100.0  # at 2,000 workers
 PGQUEUER_CONFIGS = {  # label -> (batch_size, max_concurrent_tasks)
     "pgqueuer batch 500, 1,000 tasks": (500, 1000),
     "pgqueuer batch 1,000, 2,000 tasks": (1000, 2000),
@@ -55,25 +71,50 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclass
-class System:
-    name: str
-    run: Callable[[], dict[str, Any]]
-    rates: list[float] = field(default_factory=list)
-    cpus: list[float] = field(default_factory=list)
-    rss: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+class Sample:
+    """One run of one system: its result and the load average read before its round."""
 
-    def record(self, result: dict[str, Any]) -> None:
-        if "error" in result:
-            self.errors.append(str(result["error"]))
-            return
-        self.rates.append(float(result["jobs_per_sec"]))
-        cpu = result.get("client_cpu_us_per_job")
-        if cpu is not None:
-            self.cpus.append(float(cpu))
-        rss = result.get("peak_rss_mb")
-        if rss is not None:
-            self.rss.append(float(rss))
+    round: int
+    load: float
+    result: dict[str, Any]
+
+    @property
+    def loaded(self) -> bool:
+        return self.load >= LOAD_LIMIT
+
+    @property
+    def ok(self) -> bool:
+        return "error" not in self.result
+
+
+@dataclass
+class System:
+    """A system measured in the rounds: ``fresh()`` makes the database a run starts from
+    (a copy of a migrated template), ``run(url)`` measures one run on it."""
+
+    name: str
+    fresh: Callable[[], str]
+    run: Callable[[str], dict[str, Any]]
+    samples: list[Sample] = field(default_factory=list)
+
+    def _values(self, key: str) -> list[float]:
+        return [float(s.result[key]) for s in self.samples if s.ok and s.result.get(key) is not None]
+
+    @property
+    def rates(self) -> list[float]:
+        return self._values("jobs_per_sec")
+
+    @property
+    def cpus(self) -> list[float]:
+        return self._values("client_cpu_us_per_job")
+
+    @property
+    def rss(self) -> list[float]:
+        return self._values("peak_rss_mb")
+
+    @property
+    def errors(self) -> list[str]:
+        return [str(s.result["error"]) for s in self.samples if not s.ok]
 
     @property
     def rate(self) -> float | None:
@@ -82,6 +123,20 @@ class System:
     @property
     def cpu(self) -> float | None:
         return statistics.median(self.cpus) if self.cpus else None
+
+    @property
+    def peak_rss(self) -> float | None:
+        return max(self.rss) if self.rss else None
+
+
+def rotated(items: Sequence[T], round_number: int) -> list[T]:
+    """``items`` in round ``round_number``'s order (1-based): rotated by one place per round,
+    a Latin square, so over ``len(items)`` rounds each item runs once in every position and
+    follows every other one once."""
+    if not items:
+        return []
+    k = (round_number - 1) % len(items)
+    return [*items[k:], *items[:k]]
 
 
 def river_bench(url: str, n: int, driver: str, max_workers: int, timeout: float = 600.0) -> dict[str, Any]:
@@ -143,124 +198,215 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dic
         said = [line for line in tail if "error" in line.lower()] or list(tail)[-2:]
         return {"error": f"exit {proc.returncode}: " + " | ".join(said[:2])}
     cpu = usage.ru_utime + usage.ru_stime - started
-    return {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu / n * 1e6}
+    return {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu / n * 1e6,
+            "peak_rss_mb": usage.ru_maxrss / 1024}  # KiB on Linux
 
 
-def river_drivers() -> tuple[str, ...]:
-    """``river bench``'s drivers to run: asyncio once river_asyncio can be imported (issue 16)."""
-    return ("sync", "trio") + (("asyncio",) if importlib.util.find_spec("river_asyncio") else ())
+def asyncio_available() -> bool:
+    """Whether the asyncio client is installed here (``river bench --driver asyncio`` runs it)."""
+    return importlib.util.find_spec("river_asyncio") is not None
 
 
-def systems(opts: argparse.Namespace, scratch: Scratch) -> list[System]:
+def _databases(opts: argparse.Namespace) -> list[str]:
+    if opts.only:
+        return [opts.only]
+    return ["postgres"] if opts.no_sqlite else ["postgres", "sqlite"]
+
+
+def systems(opts: argparse.Namespace, fresh: FreshDatabases) -> list[System]:
+    """What ``opts`` selects, each with how its runs get a fresh database."""
     out: list[System] = []
-    pg = scratch.postgres("rounds")
-    if opts.river_go:
-        # Its own database: River Go's bench empties river_job with TRUNCATE and VACUUM FULL.
-        go_db = scratch.postgres("river_go")
-        subprocess.run([sys.executable, "-m", "river_tools.cli", "migrate-up", "--database-url", go_db],
-                       check=True, capture_output=True, cwd=ROOT)  # our migrations: Go works on our schema
-        out.append(System("River Go / postgres", lambda: river_go_bench(opts.river_go, go_db, opts.jobs)))
-    for driver in river_drivers():
-        out.append(System(f"river_{driver} / postgres",
-                          lambda d=driver: river_bench(pg, opts.jobs, d, opts.max_workers)))
-    if not opts.no_sqlite:
-        lite = scratch.sqlite("rounds")
-        for driver in river_drivers():
-            out.append(System(f"river_{driver} / sqlite",
-                              lambda d=driver: river_bench(lite, opts.jobs, d, opts.max_workers)))
-    if not opts.no_peers:
-        peer_db = scratch.postgres("pgqueuer")
+    chosen = set(opts.systems)
+    databases = _databases(opts)
+    if "go" in chosen and opts.river_go and "postgres" in databases:
+        # A copy of the template our migrations made: Go works on our schema (and resets
+        # its table itself, TRUNCATE and VACUUM FULL, as it always does).
+        out.append(System("River Go / postgres", lambda: fresh.postgres("river_go"),
+                          lambda url: river_go_bench(opts.river_go, url, opts.jobs)))
+    drivers = [d for d in ("sync", "trio", "asyncio") if d in chosen]
+    for database in databases:
+        for driver in drivers:
+            def make(db: str = database, d: str = driver) -> str:
+                url: str = getattr(fresh, db)(f"river_{d}")
+                return url
+
+            def run(url: str, d: str = driver) -> dict[str, Any]:
+                return river_bench(url, opts.jobs, d, opts.max_workers)
+
+            out.append(System(f"river_{driver} / {database}", make, run))
+    if "pgqueuer" in chosen and "postgres" in databases:
         for label, (batch, tasks) in PGQUEUER_CONFIGS.items():
-            args = ["child-pgqueuer-burn", peer_db, str(opts.jobs), str(batch), str(tasks or "none")]
-            out.append(System(label, lambda a=args: _run_child(a)))
+            def run_pgqueuer(url: str, b: int = batch, t: int | None = tasks) -> dict[str, Any]:
+                return _run_child(["child-pgqueuer-burn", url, str(opts.jobs), str(b), str(t or "none")])
+
+            # pgqueuer installs its own schema (in the child, before its timed part).
+            out.append(System(label, lambda: fresh.scratch.postgres("pgqueuer"), run_pgqueuer))
     return out
+
+
+def run_rounds(all_systems: Sequence[System], fresh: FreshDatabases, opts: argparse.Namespace,
+               out: TextIO | None = None) -> list[tuple[int, float, float]]:
+    """Every round: wait for a quiet machine, then each system once, in that round's order,
+    each on a database made for it and dropped after it. Returns (round, load, waited)."""
+    out = out or sys.stdout
+    loads: list[tuple[int, float, float]] = []
+    for number in range(1, opts.rounds + 1):
+        load, waited = wait_for_quiet(limit=LOAD_LIMIT, max_wait=opts.load_wait)
+        loads.append((number, load, waited))
+        mark = " (under load: figures marked *)" if load >= LOAD_LIMIT else ""
+        print(f"   round {number}: load average {load:.2f} after waiting {waited:.0f} s{mark}",
+              file=out, flush=True)
+        for s in rotated(all_systems, number):
+            url = s.fresh()
+            try:
+                result = s.run(url)
+            finally:
+                fresh.release(url)
+            s.samples.append(Sample(number, load, result))
+            cpu = result.get("client_cpu_us_per_job") or 0.0
+            last = (f"failed: {result['error']}" if "error" in result else
+                    f"{result['jobs_per_sec']:,.0f} jobs/s, {cpu:.1f} us/job")
+            print(f"   round {number}: {s.name}: {last}", file=out, flush=True)
+    return loads
 
 
 def _fmt(value: float | None, spec: str = ",.0f") -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _spread(values: Sequence[float], spec: str = ",.0f") -> str:
+    return f"{min(values):{spec}}-{max(values):{spec}}" if values else "-"
+
+
 def _ratio(a: float | None, b: float | None) -> str:
     return "-" if a is None or not b else f"x{a / b:.2f}"
 
 
-def report(all_systems: Sequence[System], rounds: int) -> None:
-    print(f"\n   {'system':<42} {'jobs/s (median)':>16} {'client CPU us/job':>18} {'peak RSS MB':>12}"
-          "   rounds")
+TABLE_HEADER = (f"   {'system':<36} {'jobs/s':>8} {'min-max':>15} {'x Go':>6} {'CPU us/job':>11} "
+                f"{'min-max':>12} {'x Go':>6} {'peak RSS MB':>12}   rounds (jobs/s; * = load >= 1)")
+
+
+def table_lines(all_systems: Sequence[System]) -> list[str]:
+    """One line per system: medians, spreads (min-max), ratios to River Go's medians when it
+    ran, peak RSS, and each round's jobs/s, marked * when taken at load >= 1."""
+    go = next((s for s in all_systems if s.name.startswith("River Go")), None)
+    go_rate, go_cpu = (go.rate, go.cpu) if go is not None else (None, None)
+    lines = [TABLE_HEADER]
     for s in all_systems:
-        shown = " ".join(f"{r:,.0f}" for r in s.rates)
-        rss = _fmt(max(s.rss), ".0f") if s.rss else "-"
-        print(f"   {s.name:<42} {_fmt(s.rate):>16} {_fmt(s.cpu, '.1f'):>18} {rss:>12}   {shown}")
+        shown = " ".join(f"r{x.round}:{x.result['jobs_per_sec']:,.0f}" + ("*" if x.loaded else "")
+                         for x in s.samples if x.ok)
+        lines.append(f"   {s.name:<36} {_fmt(s.rate):>8} {_spread(s.rates):>15} {_ratio(s.rate, go_rate):>6} "
+                     f"{_fmt(s.cpu, '.1f'):>11} {_spread(s.cpus, '.1f'):>12} {_ratio(s.cpu, go_cpu):>6} "
+                     f"{_fmt(s.peak_rss, '.0f'):>12}   {shown}")
         for error in dict.fromkeys(s.errors):
-            print(f"      failed: {error}")
+            lines.append(f"      failed: {error}")
+    return lines
+
+
+def report(all_systems: Sequence[System], loads: Sequence[tuple[int, float, float]],
+           out: TextIO | None = None) -> None:
+    out = out or sys.stdout
+    rounds = len(loads)
+    print(f"\n== medians over {rounds} interleaved rounds, spread min-max; each run on a fresh copy of "
+          "a migrated database; x Go: ratio to River Go / postgres's median", file=out)
+    print("   load average (1 min) before each round: " + ", ".join(
+        f"r{n} {load:.2f}" + ("*" if load >= LOAD_LIMIT else "") for n, load, _ in loads), file=out)
+    if any(load >= LOAD_LIMIT for _, load, _ in loads):
+        print(f"   * rounds taken at load >= {LOAD_LIMIT:g}: not evidence of speed", file=out)
+    for line in table_lines(all_systems):
+        print(line, file=out)
     by = {s.name: s for s in all_systems}
-    sync_pg, trio_pg = by.get("river_sync / postgres"), by.get("river_trio / postgres")
     go = by.get("River Go / postgres")
     tuned = [s for s in all_systems if s.name in PGQUEUER_CONFIGS and s.name != PGQUEUER_DEFAULT
              and s.rate is not None]
     best = max(tuned, key=lambda s: s.rate or 0.0, default=None)
-    print(f"\n== ratios of medians over {rounds} interleaved rounds (issue 9's targets in brackets)")
-    if sync_pg is not None:
-        print(f"   river_sync client CPU {_fmt(sync_pg.cpu, '.1f')} us/job [<= {TARGETS['cpu_us_sync']:g}]")
-        if best is not None:
-            print(f"   river_sync / pgqueuer best ({best.name}): {_ratio(sync_pg.rate, best.rate)} [>= "
-                  f"x{TARGETS['burn_vs_pgqueuer']:g}]")
-        if go is not None and go.rate is not None:
-            print(f"   river_sync / River Go: {_ratio(sync_pg.rate, go.rate)} [>= x0.8]; "
-                  f"client CPU per job {_ratio(sync_pg.cpu, go.cpu)} of Go's")
-        else:
-            print(f"   river_sync / River Go (recorded in issue 9, {RIVER_GO_RECORDED:,} jobs/s; not "
-                  f"measured here: set RIVER_GO_BIN): {_ratio(sync_pg.rate, RIVER_GO_RECORDED)} [>= x0.8]")
-    if trio_pg is not None:
-        print(f"   river_trio client CPU {_fmt(trio_pg.cpu, '.1f')} us/job [<= {TARGETS['cpu_us_trio']:g}]")
-        if sync_pg is not None:
-            print(f"   river_trio / river_sync: {_ratio(trio_pg.rate, sync_pg.rate)} [>= x0.8]")
-        if go is not None and go.rate is not None:
-            print(f"   river_trio / River Go: {_ratio(trio_pg.rate, go.rate)}")
-    asyncio_pg = by.get("river_asyncio / postgres")
-    if asyncio_pg is not None and trio_pg is not None:
-        print(f"   river_asyncio / river_trio: {_ratio(asyncio_pg.rate, trio_pg.rate)} [>= x1.00]; "
-              f"client CPU {_fmt(asyncio_pg.cpu, '.1f')} us/job")
-    for driver in river_drivers():
-        lite, pg = by.get(f"river_{driver} / sqlite"), by.get(f"river_{driver} / postgres")
+    print("\n== issue 19's targets (reported, not asserted)", file=out)
+    if go is None or go.rate is None:
+        print(f"   River Go not measured in this run (set RIVER_GO_BIN); issue 19 recorded "
+              f"{RIVER_GO_RECORDED:,} jobs/s at {RIVER_GO_RECORDED_CPU:g} us/job", file=out)
+    for driver in ("sync", "trio", "asyncio"):
+        pg, lite = by.get(f"river_{driver} / postgres"), by.get(f"river_{driver} / sqlite")
+        if pg is not None and go is not None and go.rate is not None:
+            print(f"   river_{driver} / River Go: jobs/s {_ratio(pg.rate, go.rate)} [>= x1.00]; client CPU "
+                  f"per job {_ratio(pg.cpu, go.cpu)} [<= x1.00]", file=out)
+        if pg is not None and best is not None:
+            print(f"   river_{driver} / pgqueuer best ({best.name}): {_ratio(pg.rate, best.rate)}", file=out)
+        for s in (pg, lite):
+            if s is not None and s.peak_rss is not None:
+                print(f"   {s.name} peak RSS {s.peak_rss:.0f} MB [<= {RSS_TARGET_MB:g}]", file=out)
         if lite is not None and pg is not None:
-            print(f"   river_{driver} sqlite / postgres: {_ratio(lite.rate, pg.rate)} [>= x0.8]")
+            print(f"   river_{driver} sqlite: client CPU per job x{(lite.cpu or 0) / (pg.cpu or 1):.2f} of "
+                  f"postgres's [<= x1.00]", file=out)
+        recorded = SQLITE_RECORDED.get(driver)
+        if lite is not None and recorded:
+            print(f"   river_{driver} sqlite: {_ratio(lite.rate, recorded)} of the {recorded:,} jobs/s "
+                  "issue 19 recorded [>= x1.50]", file=out)
+
+
+SYSTEM_CHOICES = ("go", "sync", "trio", "asyncio", "pgqueuer")
+
+
+def _system_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(SYSTEM_CHOICES))
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(SYSTEM_CHOICES)}; "
+                                         f"got {text!r}")
+    return names
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks rounds")
-    parser.add_argument("--jobs", type=int, default=50_000, help="no-op jobs per burn-down (issue 9: 50,000)")
+    parser.add_argument("-n", "--jobs", type=int, default=50_000,
+                        help="no-op jobs per burn-down (issue 19: 50,000)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-workers", type=int, default=2_000, help="as River Go's bench")
-    parser.add_argument("--no-sqlite", action="store_true")
-    parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument("--only", choices=("postgres", "sqlite"), help="one database (default: both)")
+    parser.add_argument("--no-sqlite", action="store_true", help="Postgres only (as --only postgres)")
+    parser.add_argument("--no-peers", action="store_true", help="without pgqueuer")
+    parser.add_argument("--systems", type=_system_list, default=None, metavar="LIST",
+                        help=f"comma-separated subset of {','.join(SYSTEM_CHOICES)} (default: all; asyncio "
+                        "when river_asyncio is installed, go when a binary is given)")
     parser.add_argument("--river-go", metavar="BINARY", default=os.environ.get("RIVER_GO_BIN"),
                         help="a River Go CLI binary to include (default: $RIVER_GO_BIN)")
-    parser.add_argument("--quick", action="store_true", help="small sizes, to check the harness")
+    parser.add_argument("--load-wait", type=float, default=None, metavar="SECONDS",
+                        help=f"wait at most this long before each round for the load average to fall "
+                        f"under {LOAD_LIMIT:g} (default: {LOAD_WAIT:g}; 0 with --quick)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke test of the harness: 2,000 jobs, 1 round, no waiting for quiet")
     opts = parser.parse_args(list(argv))
+    if opts.jobs < 1 or opts.rounds < 1:
+        parser.error("--jobs and --rounds must be at least 1")
     if opts.quick:
-        opts.jobs, opts.rounds = 2_000, 1
+        opts.jobs, opts.rounds = min(opts.jobs, 2_000), 1
+    if opts.load_wait is None:
+        opts.load_wait = 0.0 if opts.quick else LOAD_WAIT
+    if opts.systems is None:
+        opts.systems = [name for name in SYSTEM_CHOICES if name != "asyncio" or asyncio_available()]
+    if opts.no_peers:
+        opts.systems = [name for name in opts.systems if name != "pgqueuer"]
+    if not opts.river_go:  # River Go runs only from a binary built from River's source
+        opts.systems = [name for name in opts.systems if name != "go"]
     return opts
 
 
-def main(argv: Sequence[str] = ()) -> None:
+def main(argv: Sequence[str] = ()) -> list[System]:
     opts = parse_args(argv)
     print(f"burn-down rounds: {opts.jobs:,} no-op jobs, max_workers {opts.max_workers}, "
-          f"{opts.rounds} interleaved rounds; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
+          f"{opts.rounds} interleaved rounds; python {sys.version.split()[0]}; {os.cpu_count()} CPUs; "
+          f"systems {','.join(opts.systems)} on {' and '.join(_databases(opts))}", flush=True)
     scratch = Scratch()
     try:
-        all_systems = systems(opts, scratch)
-        for number in range(1, opts.rounds + 1):
-            for s in all_systems:
-                result = s.run()
-                s.record(result)
-                cpu = result.get("client_cpu_us_per_job") or 0.0
-                last = (f"failed: {result['error']}" if "error" in result else
-                        f"{result['jobs_per_sec']:,.0f} jobs/s, {cpu:.1f} us/job")
-                print(f"   round {number}: {s.name}: {last}", flush=True)
+        fresh = FreshDatabases(scratch)
+        all_systems = systems(opts, fresh)
+        loads = run_rounds(all_systems, fresh, opts)
     finally:
         scratch.close()
-    report(all_systems, opts.rounds)
+    report(all_systems, loads)
+    if fresh.checkpoint_refused:
+        print(f"   note: no CHECKPOINT before the Postgres runs ({fresh.checkpoint_refused}); grant the "
+              "bench's role pg_checkpoint for runs that start with no checkpoint owed")
+    return all_systems
 
 
 if __name__ == "__main__":

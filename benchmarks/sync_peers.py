@@ -15,6 +15,8 @@ from contextlib import suppress
 from importlib import metadata
 from typing import Any
 
+from benchmarks.fresh_state import AUTOVACUUM_OFF
+
 BATCH = 1_000
 TIME_LIMIT = 120.0  # seconds of burn-down; the rate is then what got done
 
@@ -127,9 +129,11 @@ async def pgqueuer_burn(url: str, n: int, batch_size: int, tasks: int | None) ->
     with suppress(Exception):  # already installed by an earlier round
         await queries.install()
     # Emptied as River Go's bench empties its own table (TRUNCATE, then VACUUM): a round
-    # must not inherit the dead rows and the log of the ones before it.
+    # must not inherit the dead rows and the log of the ones before it (rounds also gives
+    # each run a new database). Autovacuum off, as for River's tables (benchmarks.fresh_state).
     await conn.execute("TRUNCATE pgqueuer, pgqueuer_log, pgqueuer_statistics")
     await conn.execute("VACUUM ANALYZE pgqueuer")
+    await conn.execute(AUTOVACUUM_OFF)
     for first in range(0, n, BATCH):
         size = min(BATCH, n - first)
         await queries.enqueue(["noop"] * size, [None] * size, [0] * size)
@@ -147,7 +151,7 @@ async def pgqueuer_burn(url: str, n: int, batch_size: int, tasks: int | None) ->
     done = n - int(await conn.fetchval("SELECT count(*) FROM pgqueuer"))
     await conn.close()
     return {"version": metadata.version("pgqueuer"), "jobs_per_sec": done / elapsed, "done": done,
-            "client_cpu_us_per_job": cpu / max(done, 1) * 1e6}
+            "client_cpu_us_per_job": cpu / max(done, 1) * 1e6, "peak_rss_mb": _rss_mb()}
 
 
 def run(peer: str, url: str, n: int) -> dict[str, Any]:

@@ -1,0 +1,106 @@
+"""``python -m benchmarks latency``: the machinery, not the figures (runs of half a second)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from benchmarks import latency
+from benchmarks.fresh_state import FreshDatabases
+from benchmarks.latency import DEFAULTS, LOW_LATENCY, SETTINGS, BackendCpu, parse_args, report_lines
+from benchmarks.sync_driver import Scratch
+from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, FETCH_COOLDOWN_MIN
+
+
+@pytest.fixture
+def fresh_pg_url() -> Iterator[str]:
+    scratch = Scratch()
+    try:
+        yield FreshDatabases(scratch).postgres("latency_test")
+    finally:
+        scratch.close()
+
+
+def test_the_documented_configuration_is_the_last_setting() -> None:
+    low = SETTINGS[-1]
+    assert low.name == LOW_LATENCY
+    assert (low.inserter_cooldown, low.worker_cooldown, low.worker_group_commit) == (
+        FETCH_COOLDOWN_MIN, FETCH_COOLDOWN_MIN, False)
+    assert SETTINGS[0].name == DEFAULTS
+    assert (SETTINGS[0].inserter_cooldown, SETTINGS[0].worker_cooldown, SETTINGS[0].worker_group_commit) == (
+        FETCH_COOLDOWN_DEFAULT, FETCH_COOLDOWN_DEFAULT, True)
+
+
+def test_report_lines_give_percentiles_cpu_ratio_and_targets() -> None:
+    results = {
+        DEFAULTS: {"jobs": 100, "done": 100, "p50_ms": 52.0, "p95_ms": 97.0, "p99_ms": 101.0, "max_ms": 110.0,
+                   "pg_cpu_us_per_job": 400.0, "pg_cpu_inserter_us_per_job": 250.0,
+                   "pg_cpu_worker_us_per_job": 150.0},
+        LOW_LATENCY: {"jobs": 100, "done": 99, "p50_ms": 2.5, "p95_ms": 6.0, "p99_ms": 8.0, "max_ms": 12.0,
+                      "pg_cpu_us_per_job": 460.0, "pg_cpu_inserter_us_per_job": None,
+                      "pg_cpu_worker_us_per_job": 190.0},
+        "broken": {"error": "the worker process did not start"},
+    }
+    lines = report_lines(results, load=1.4)
+    header, defaults, low, broken, note, go, target, load = lines
+    assert header.split()[:2] == ["setting", "p50"] and "PG CPU us/job" in header
+    assert header.split()[-4:] == ["defaults", "inserter", "worker", "worked"]
+    assert defaults.split()[-9:] == [
+        "52.0", "97.0", "101.0", "110.0", "400.0", "x1.00", "250", "150", "100/100"]
+    assert low.split()[-9:] == ["2.5", "6.0", "8.0", "12.0", "460.0", "x1.15", "-", "190", "99/100"]
+    assert "inserter / worker" in note
+    assert broken.split() == ["broken", "failed:", "the", "worker", "process", "did", "not", "start"]
+    assert "River Go" in go and "recorded" in go
+    assert "p95 6.0 ms [<= 10]" in target and "+15 %" in target
+    assert "load average 1.40" in load
+    assert not any("load average" in line for line in report_lines(results, load=0.3))
+
+
+def test_options() -> None:
+    quick = parse_args(["--quick", "--worker", "trio", "--only", LOW_LATENCY])
+    assert (quick.seconds, quick.rate, quick.worker, quick.only) == (2.0, 100, "trio", [LOW_LATENCY])
+    with pytest.raises(SystemExit):
+        parse_args(["--rate", "0"])
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "no such setting"])
+
+
+@pytest.mark.postgres
+def test_backend_cpu_counts_the_databases_backends(fresh_pg_url: str) -> None:
+    with psycopg.connect(fresh_pg_url, autocommit=True) as conn:
+        pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        with BackendCpu(fresh_pg_url, interval=0.05) as cpu:
+            conn.execute("SELECT count(*) FROM generate_series(1, 3000000)")
+    if os.path.exists(f"/proc/{pid}/stat"):
+        seconds = cpu.seconds()
+        assert seconds is not None and seconds >= 0.05
+        assert cpu.seconds("no such application") == 0.0
+    else:  # Postgres in another host or container: not visible, so not reported
+        assert cpu.seconds() is None
+
+
+def test_named_sets_the_application_name() -> None:
+    assert latency.named("postgresql://u@h:5432/db", "x") == "postgresql://u@h:5432/db?application_name=x"
+    assert latency.named("postgresql://h/db?sslmode=disable", "x") == (
+        "postgresql://h/db?sslmode=disable&application_name=x")
+
+
+@pytest.mark.postgres
+def test_latency_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    results = latency.main(["--seconds", "0.5", "--only", DEFAULTS, "--only", LOW_LATENCY])
+    out = capsys.readouterr().out
+    assert list(results) == [DEFAULTS, LOW_LATENCY]
+    for name, r in results.items():
+        assert "error" not in r, r
+        if r["pg_cpu_us_per_job"] is not None:  # Postgres visible here: each side's share is found
+            assert r["pg_cpu_inserter_us_per_job"] > 0 and r["pg_cpu_worker_us_per_job"] > 0
+        assert r["jobs"] == r["done"] == 50
+        assert 0 <= r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"]
+        row = re.search(rf"^   {re.escape(name)} +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+|-) +"
+                        r"(x[\d.]+|-) +(\d+|-) +(\d+|-) +50/50$", out, re.M)
+        assert row is not None, out
+    assert re.search(r"^   target: low latency p95 [\d.]+ ms \[<= 10\]; Postgres CPU per job", out, re.M)
