@@ -1,4 +1,4 @@
-"""Client events for subscribers: bounded trio memory channels that drop (and count) rather than block.
+"""Client events for subscribers: bounded buffers that drop (and count) rather than block.
 
 A slow subscriber must never hold up the completer, so a full subscription
 drops new events and counts them in ``dropped``. The event type is
@@ -7,10 +7,11 @@ drops new events and counts them in ``dropped``. The event type is
 
 from __future__ import annotations
 
-import math
+from collections import deque
 from collections.abc import Iterable, Sequence
 
-import trio
+import anyio
+import anyio.lowlevel
 
 from river_db.events import Event, SubscriptionTimeoutError
 from river_protocol.client_core import EventKind, parse_event_kinds
@@ -28,48 +29,61 @@ class Subscription:
     def __init__(self, hub: EventHub, kinds: frozenset[EventKind], maxsize: int) -> None:
         self.kinds = kinds
         self._hub = hub
-        self._send, self._receive = trio.open_memory_channel[Event](maxsize)
+        # A deque and one wake-up event, not a memory stream: publishing is on the completer's
+        # path, and an unread subscription must be free to be dropped without closing.
+        self._buffer: deque[Event] = deque()
+        self._maxsize = maxsize
+        self._waiter: anyio.Event | None = None
         self.dropped = 0
         self.closed = False
 
     def _offer(self, event: Event) -> None:
         if self.closed or event.kind not in self.kinds:
             return
-        try:
-            self._send.send_nowait(event)
-        except trio.WouldBlock:
+        if len(self._buffer) >= self._maxsize:
             self.dropped += 1
+            return
+        self._buffer.append(event)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.set()
 
     async def get(self, timeout: float | None = None) -> Event:
-        """The next event, waiting up to ``timeout`` seconds on trio's clock (None: for ever).
+        """The next event, waiting up to ``timeout`` seconds on the loop's clock (None: for ever).
 
         Raises ``SubscriptionTimeoutError`` when none came in time and ``EOFError``
         once closed and drained, as ``river_sync.Subscription.get`` does.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await anyio.lowlevel.checkpoint_if_cancelled()
         try:
             event = self.get_nowait()
         except SubscriptionTimeoutError:
             pass
         else:
             # Taken already: a cancel here would lose it, so this checkpoint cannot be cancelled.
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            await anyio.lowlevel.cancel_shielded_checkpoint()
             return event
-        with trio.move_on_after(math.inf if timeout is None else timeout):
-            try:
-                return await self._receive.receive()
-            except (trio.EndOfChannel, trio.ClosedResourceError):
-                raise EOFError("subscription closed") from None
+        with anyio.move_on_after(timeout):
+            while True:
+                try:
+                    return self.get_nowait()  # no checkpoint between the wake-up and the take
+                except SubscriptionTimeoutError:
+                    pass
+                if self._waiter is None:
+                    self._waiter = anyio.Event()
+                await self._waiter.wait()
         raise SubscriptionTimeoutError(f"no event within {timeout} s")
 
     def get_nowait(self) -> Event:
         """``get(timeout=0)`` without waiting: a queued event or ``SubscriptionTimeoutError`` at once."""
-        try:
-            return self._receive.receive_nowait()
-        except trio.WouldBlock:
-            raise SubscriptionTimeoutError("no event queued") from None
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise EOFError("subscription closed") from None
+        if self._buffer:
+            return self._buffer.popleft()
+        if self.closed:
+            raise EOFError("subscription closed")
+        raise SubscriptionTimeoutError("no event queued")
 
     def __aiter__(self) -> Subscription:
         return self
@@ -84,7 +98,7 @@ class Subscription:
         if not self.closed:
             self.closed = True
             self._hub._remove(self)
-            self._send.close()
+            self._wake()
 
     def __enter__(self) -> Subscription:
         return self

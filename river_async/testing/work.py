@@ -1,12 +1,12 @@
 """``await work_once(...)`` and ``await work_with_client(...)``: ``river_sync.testing``'s worker runs
-for trio code, with the same ``WorkResult``.
+for async code (trio or asyncio), with the same ``WorkResult``.
 
-The run is the trio client's: an async worker runs as a task inside a cancel
-scope whose deadline is the job's timeout (on trio's clock, so a
+The run is the async client's: an async worker runs as a task inside a cancel
+scope whose deadline is the job's timeout (on the loop's clock, so under trio a
 ``trio.testing.MockClock`` drives it) and which a set token cancels; an
 interruption is recorded as the client records it (``WorkCancelled`` with the
 token's cause). A sync worker runs in a worker thread and is cooperative: a
-timer task sets its token at the timeout. Middleware is the trio client's
+timer task sets its token at the timeout. Middleware is the async client's
 (``async def mw(ctx, args, call_next)``); an error handler may be sync or async.
 Planning, outcomes and the set-state update come from ``river_protocol`` and the
 configuration from ``river_sync.testing.work``, so both drivers agree.
@@ -25,9 +25,13 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import outcome
-import trio
+import anyio
+import anyio.to_thread
 
+from river_async.context import CancellationToken, WorkContext
+from river_async.database import run_blocking
+from river_async.executor import AsyncExecutor
+from river_async.runner import utcnow
 from river_db.executor import Executor
 from river_db.testing.offline import NoDatabaseError, OfflineClient, claim_job
 from river_db.testing.runs import (
@@ -53,13 +57,9 @@ from river_protocol.work import (
     WorkCancelled,
     outcome_from_result,
 )
-from river_trio.context import CancellationToken, WorkContext
-from river_trio.database import run_blocking
-from river_trio.executor import AsyncExecutor
-from river_trio.runner import utcnow
 
 if TYPE_CHECKING:
-    from river_trio.client import Client
+    from river_async.client import Client
 
 ErrorHandler = Callable[[Any, BaseException], Any]
 CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
@@ -73,11 +73,11 @@ async def _maybe_await(value: Any) -> Any:
 
 
 async def _in_thread(fn: Callable[[], Any]) -> Any:
-    return await trio.to_thread.run_sync(fn, abandon_on_cancel=False)
+    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
 
 
 def _call_chain(setup: RunSetup, worker: Any, token: CancellationToken, seconds: float | None) -> CallNext:
-    from river_trio.client import is_async_worker
+    from river_async.client import is_async_worker
 
     call: CallNext
     if is_async_worker(worker):
@@ -86,16 +86,23 @@ def _call_chain(setup: RunSetup, worker: Any, token: CancellationToken, seconds:
     else:
         async def call(ctx: WorkContext, args: Any) -> Any:
             async def set_token_at_deadline() -> None:
-                await trio.sleep(math.inf if seconds is None else seconds)
+                await anyio.sleep(math.inf if seconds is None else seconds)
                 token.cancel(CancelCause.TIMEOUT)
 
-            async with trio.open_nursery() as nursery:
+            result: Any = None
+            error: Exception | None = None
+            async with anyio.create_task_group() as nursery:
                 nursery.start_soon(set_token_at_deadline)
-                # Captured, then raised outside the nursery: the worker's error must not come
+                # Captured, then raised outside the task group: the worker's error must not come
                 # back wrapped in an exception group.
-                ran = await outcome.acapture(_in_thread, lambda: worker.call(ctx, args))
+                try:
+                    result = await _in_thread(lambda: worker.call(ctx, args))
+                except Exception as exc:
+                    error = exc
                 nursery.cancel_scope.cancel()
-            return await _maybe_await(ran.unwrap())
+            if error is not None:
+                raise error
+            return await _maybe_await(result)
 
     for mw in reversed(setup.middleware):
         call = (lambda m, nxt: lambda c, a: m(c, a, nxt))(mw, call)
@@ -111,8 +118,8 @@ async def _run(
     timeout: timedelta | float | None,
     cancel: CancelCause | None,
 ) -> Ran:
-    """Plan, run and finish ``job`` as the trio client's job task does."""
-    from river_trio.client import is_async_worker
+    """Plan, run and finish ``job`` as the async client's job task does."""
+    from river_async.client import is_async_worker
 
     core = setup.core
     plan = core.plan_job(job)
@@ -130,10 +137,10 @@ async def _run(
     result: Any = None
     error: Exception | None = None
     trace = ""
-    scope = trio.CancelScope()
+    scope = anyio.CancelScope()
     if is_async_worker(worker):
         if seconds is not None:
-            scope.deadline = trio.current_time() + seconds
+            scope.deadline = anyio.current_time() + seconds
         token.scope = scope
         if token.cause is not None:
             scope.cancel()
@@ -184,8 +191,8 @@ async def work_once(
     """Run an async or sync worker on one job without a database; what River would record.
 
     Arguments as ``river_sync.testing.work_once``; ``client`` is a
-    ``river_trio.Client`` (lending its settings and trio middleware) or None
-    for an ``OfflineClient``. ``timeout`` is in seconds of trio's clock.
+    ``river_trio.Client`` or ``river_asyncio.Client`` (lending its settings and async
+    middleware) or None for an ``OfflineClient``. ``timeout`` is in seconds of the loop's clock.
     """
     job, workers = job_to_work(workers_or_callable, args_or_job, opts=opts, client=client,
                                now=now or utcnow(), attempt=attempt, args_type=args_type,
@@ -209,7 +216,7 @@ async def client_transaction(client: Client, tx: Any) -> AsyncIterator[AsyncExec
         async with db.transaction() as ex:
             yield ex
         return
-    from river_trio.txadapt import executor_for_caller_tx
+    from river_async.txadapt import executor_for_caller_tx
 
     yield await executor_for_caller_tx(tx, schema=client.schema, expect=client.dialect_name)
 
@@ -230,7 +237,7 @@ async def work_with_client(
     cancel: CancelCause | None = None,
     rand: float | None = None,
 ) -> WorkResult:
-    """Insert ``args`` through ``client`` (a ``river_trio.Client``, not running), claim the job,
+    """Insert ``args`` through ``client`` (an async ``Client``, not running), claim the job,
     work it, record the outcome with the completer's statement; as ``river_sync.testing``'s.
 
     ``tx``: the blocking connection (psycopg, SQLAlchemy Connection/Session,

@@ -1,4 +1,4 @@
-"""Receiving River notifications under trio: Postgres LISTEN, the SQLite outbox, or nothing.
+"""Receiving River notifications on trio or asyncio: Postgres LISTEN, the SQLite outbox, or nothing.
 
 Mirrors ``river_sync.notifier``. A notifier runs as a task,
 ``await nursery.start(notifier.run)``: ``start`` returns once the subscribed
@@ -7,7 +7,8 @@ cancelling the nursery stops it and closes its connection; nothing outlives
 the nursery.
 
 ``subscribe(topic, target)`` takes a callback ``target(topic, payload)`` or a
-``trio.MemorySendChannel`` that receives ``(topic, payload)`` tuples. Delivery
+channel that receives ``(topic, payload)`` tuples through ``send_nowait`` (an
+AnyIO memory object send stream, or a ``trio.MemorySendChannel`` under trio). Delivery
 goes through a bounded buffer to a dispatcher task; a full buffer (or a full
 subscriber channel) drops the notification and counts it in ``dropped``, since
 every consumer also polls. Notifications sent while a listener is disconnected
@@ -15,7 +16,7 @@ are lost; ``on_listening`` fires after each (re)connection so a consumer can
 poll once to cover the gap.
 
 The Postgres listener holds no thread: it waits for its socket with
-``trio.lowlevel.wait_readable`` and reads what arrived without blocking. Only
+``anyio.wait_readable`` and reads what arrived without blocking. Only
 connecting, LISTEN/UNLISTEN and the ping go through a worker thread.
 """
 
@@ -26,8 +27,14 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Protocol
 
-import trio
+import anyio
+import anyio.abc
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from river_async import _backend
+from river_async.database import run_blocking
+from river_async.executor import ThreadRunner
 from river_db.notify_settings import (
     BUFFER_SIZE,
     LISTENER_TIMEOUT,
@@ -38,18 +45,16 @@ from river_db.notify_settings import (
 )
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import FetchNotifications, MaxNotificationId, Statement
-from river_trio.database import run_blocking
-from river_trio.executor import ThreadRunner
 
 if TYPE_CHECKING:
     import psycopg
 
-    from river_trio.database import AsyncDatabase
+    from river_async.database import AsyncDatabase
 
 log = logging.getLogger(__name__)
 
 NotifyCallback = Callable[[str, str], None]
-Target = NotifyCallback | trio.MemorySendChannel[tuple[str, str]]
+Target = NotifyCallback | Any  # or a channel with send_nowait((topic, payload))
 
 __all__ = [
     "BUFFER_SIZE",
@@ -84,7 +89,7 @@ class NotifierProtocol(Protocol):
 
     async def subscribe(self, topic: str, target: Target) -> Subscription: ...
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None: ...
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None: ...
 
 
 def _validate_topic(topic: str) -> None:
@@ -110,12 +115,12 @@ class NullNotifier:
 
     async def subscribe(self, topic: str, target: Target) -> Subscription:
         _validate_topic(topic)
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
         return Subscription(None, topic, target)
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        await trio.sleep_forever()
+        await anyio.sleep_forever()
 
 
 class _Hub:
@@ -127,7 +132,7 @@ class _Hub:
         self._name = name
         self._subs: dict[str, list[Subscription]] = {}
         self._buffer_size = buffer_size
-        self._send: trio.MemorySendChannel[tuple[str, str]] | None = None
+        self._send: MemoryObjectSendStream[tuple[str, str]] | None = None
         self._running = False
         self.dropped = 0
 
@@ -144,7 +149,7 @@ class _Hub:
         if first:
             await self._topics_changed()
         else:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
         return sub
 
     def _remove(self, sub: Subscription) -> None:
@@ -162,7 +167,7 @@ class _Hub:
         _validate_topic(topic)
 
     async def _topics_changed(self) -> None:
-        await trio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint()
 
     def _wake(self) -> None:
         """Hook: the set of subscribed topics changed (no waiting)."""
@@ -172,17 +177,18 @@ class _Hub:
     def _enqueue(self, topic: str, payload: str) -> None:
         if self._send is None:
             return
+        backend = _backend.current()
         try:
             self._send.send_nowait((topic, payload))
-        except trio.WouldBlock:
+        except backend.would_block:
             self.dropped += 1
             log.warning("%s: dropping a %s notification, buffer full", self._name, topic)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except backend.closed_channel:
             # The dispatcher has ended (the notifier is shutting down) while a poll or listen
             # still delivered: nobody is left to hand it to, and every consumer also polls.
             self.dropped += 1
 
-    async def _dispatch(self, receive: trio.MemoryReceiveChannel[tuple[str, str]]) -> None:
+    async def _dispatch(self, receive: MemoryObjectReceiveStream[tuple[str, str]]) -> None:
         async with receive:
             async for topic, payload in receive:
                 for sub in list(self._subs.get(topic, ())):
@@ -190,13 +196,15 @@ class _Hub:
 
     def _deliver(self, sub: Subscription, topic: str, payload: str) -> None:
         target = sub.target
-        if isinstance(target, trio.MemorySendChannel):
+        send_nowait = getattr(target, "send_nowait", None)
+        if send_nowait is not None:
+            backend = _backend.current()
             try:
-                target.send_nowait((topic, payload))
-            except trio.WouldBlock:
+                send_nowait((topic, payload))
+            except backend.would_block:
                 self.dropped += 1
                 log.warning("%s: subscriber channel full, dropping a %s notification", self._name, topic)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            except backend.closed_channel:
                 sub.unsubscribe()
             return
         try:
@@ -204,16 +212,16 @@ class _Hub:
         except Exception:
             log.exception("%s: subscriber callback for %s failed", self._name, topic)
 
-    async def _serve(self, body: Callable[[trio.Nursery], Any]) -> None:
-        """Run the dispatcher and ``body(nursery)`` together; both end with the caller's nursery."""
+    async def _serve(self, body: Callable[[anyio.abc.TaskGroup], Any]) -> None:
+        """Run the dispatcher and ``body(task_group)`` together; both end with the caller's group."""
         if self._running:
             raise RiverError(f"{self._name} is already running")
         self._running = True
-        send, receive = trio.open_memory_channel[tuple[str, str]](self._buffer_size)
+        send, receive = anyio.create_memory_object_stream[tuple[str, str]](self._buffer_size)
         self._send = send
         try:
             try:
-                async with trio.open_nursery() as nursery:
+                async with anyio.create_task_group() as nursery:
                     nursery.start_soon(self._dispatch, receive)
                     try:
                         await body(nursery)
@@ -271,11 +279,11 @@ class Notifier(_Hub):
         self._listened: set[str] = set()
         self._prefix = ""
         # Set while the session waits for input; cancelling it makes the session reconcile.
-        self._wait_scope: trio.CancelScope | None = None
-        self._waiters: list[trio.Event] = []
+        self._wait_scope: anyio.CancelScope | None = None
+        self._waiters: list[anyio.Event] = []
         self._up = False
         # run()'s task_status until the first session listens (then started() is called).
-        self._pending_start: trio.TaskStatus[None] | None = None
+        self._pending_start: anyio.abc.TaskStatus[None] | None = None
         self.reconnects = 0
 
     def _check_topic(self, topic: str) -> None:
@@ -294,12 +302,12 @@ class Notifier(_Hub):
     async def _topics_changed(self) -> None:
         if not self._up:
             # The next connection LISTENs to whatever is subscribed then.
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             return
-        done = trio.Event()
+        done = anyio.Event()
         self._waiters.append(done)
         self._wake()
-        with trio.move_on_after(self._connect_timeout):
+        with anyio.move_on_after(self._connect_timeout):
             await done.wait()
 
     def _release_waiters(self) -> None:
@@ -309,21 +317,21 @@ class Notifier(_Hub):
 
     # --- lifecycle
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Listen until cancelled. The first connection is made before ``started()``, so a
         configuration error surfaces from ``nursery.start``; later failures reconnect."""
 
-        async def body(_nursery: trio.Nursery) -> None:
+        async def body(_group: anyio.abc.TaskGroup) -> None:
             conn = await self._connect_checked()
             await self._listen_forever(conn, task_status)
 
         await self._serve(body)
 
     async def _connect_checked(self) -> Any:
-        with trio.fail_after(self._connect_timeout + 1):
+        with anyio.fail_after(self._connect_timeout + 1):
             return await self._connect()
 
-    async def _listen_forever(self, conn: Any, task_status: trio.TaskStatus[None]) -> None:
+    async def _listen_forever(self, conn: Any, task_status: anyio.abc.TaskStatus[None]) -> None:
         attempt = 0
         self._pending_start = task_status
         while True:
@@ -349,7 +357,7 @@ class Notifier(_Hub):
             attempt = 1 if healthy else attempt + 1
             delay = self._backoff(attempt)
             log.warning("river-notifier: listener failed (%s); reconnecting in %.2fs", error, delay)
-            await trio.sleep(delay)
+            await anyio.sleep(delay)
 
     async def _session(self, conn: psycopg.Connection[Any]) -> None:
         runner = ThreadRunner(conn, kind="postgres")
@@ -366,24 +374,24 @@ class Notifier(_Hub):
         if task_status is not None:
             task_status.started()
         _call_hook(self._on_listening, "river-notifier")
-        next_ping = trio.current_time() + self._ping_interval
+        next_ping = anyio.current_time() + self._ping_interval
         fd = conn.fileno()
         while True:
             self._drain(conn)
             await self._reconcile(runner)
-            now = trio.current_time()
+            now = anyio.current_time()
             if now >= next_ping:
                 # Notifications don't reset the timer: the ping also proves the
                 # connection can still carry a request, not only receive.
-                with trio.fail_after(self._connect_timeout):
+                with anyio.fail_after(self._connect_timeout):
                     await runner.run_plan(_one(Statement("SELECT 1")))
                 next_ping = now + self._ping_interval
                 continue
-            with trio.CancelScope(deadline=next_ping) as scope:
+            with anyio.CancelScope(deadline=next_ping) as scope:
                 self._wait_scope = scope
                 if self._waiters or self._topics() != self._listened:
                     scope.cancel()
-                await trio.lowlevel.wait_readable(fd)
+                await anyio.wait_readable(fd)
             self._wait_scope = None
 
     async def _reconcile(self, runner: ThreadRunner) -> None:
@@ -464,10 +472,10 @@ class SQLiteNotifier(_Hub):
     async def _max_id(self) -> int:
         return int(await self._db.run(MaxNotificationId(), readonly=True) or 0)
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Read the starting cursor (raising if the outbox is unreadable), then poll until cancelled."""
 
-        async def body(_nursery: trio.Nursery) -> None:
+        async def body(_group: anyio.abc.TaskGroup) -> None:
             cursor = await self._max_id()
             task_status.started()
             await self._poll_forever(cursor)
@@ -494,7 +502,7 @@ class SQLiteNotifier(_Hub):
                 cursor = None
                 delay = self._backoff(attempt)
                 log.warning("river-sqlite-notifier: poll failed (%s); retrying in %.2fs", exc, delay)
-                await trio.sleep(delay)
+                await anyio.sleep(delay)
                 continue
             wanted = self._topics()
             for row in rows:
@@ -502,7 +510,7 @@ class SQLiteNotifier(_Hub):
                 if row.topic in wanted:
                     self._enqueue(row.topic, row.payload)
             if len(rows) < self._batch_size:
-                await trio.sleep(self._poll_interval)
+                await anyio.sleep(self._poll_interval)
 
 
 # ---------------------------------------------------------------- choice

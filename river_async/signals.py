@@ -1,11 +1,11 @@
-"""``await run_until_signalled(client)``: a trio worker process's main loop with River's graceful shutdown.
+"""``await run_until_signalled(client)``: an async worker process's main loop with River's graceful shutdown.
 
 The first SIGINT or SIGTERM starts a soft stop: no new jobs are fetched and
 running jobs may finish. A second one escalates to a hard stop: running async
 workers are cancelled at their next checkpoint and their jobs go back to
 ``available`` without using an attempt (sync workers are told through their
-token). Signals are received with ``trio.open_signal_receiver``, so this
-must run in the main thread, as trio requires for signal handling.
+token). Signals are received with ``anyio.open_signal_receiver``, so this
+must run in the main thread, as trio and asyncio require for signal handling.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import signal
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import trio
+import anyio
+import anyio.abc
 
 if TYPE_CHECKING:
-    from river_trio.client import Client
+    from river_async.client import Client
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ async def run_until_signalled(
     *,
     signals: Iterable[signal.Signals] = DEFAULT_SIGNALS,
     soft_stop_timeout: float | None = None,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> str:
     """Run ``client`` until it has stopped after a signal; returns ``"soft"`` or ``"hard"``.
 
@@ -40,10 +41,10 @@ async def run_until_signalled(
     signal handlers are installed.
     """
     how = "soft"
-    with trio.open_signal_receiver(*signals) as receiver:
-        async with trio.open_nursery() as nursery:
+    with anyio.open_signal_receiver(*signals) as receiver:
+        async with anyio.create_task_group() as nursery:
             await nursery.start(client.run)
-            with trio.CancelScope() as listening:
+            with anyio.CancelScope() as listening:
                 nursery.start_soon(_end_when_stopped, client, listening)
                 task_status.started()
                 received = 0
@@ -64,6 +65,6 @@ async def run_until_signalled(
     return how
 
 
-async def _end_when_stopped(client: Client, listening: trio.CancelScope) -> None:
+async def _end_when_stopped(client: Client, listening: anyio.CancelScope) -> None:
     await client.wait()
     listening.cancel()

@@ -17,8 +17,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-import trio
+import anyio
+import anyio.abc
 
+from river_async.database import AsyncDatabase
+from river_async.runner import MachineRunner
 from river_db.leader_base import ELECTOR_STOP_WAIT, SERVICE_STOP_WAIT, LeaderBase
 from river_protocol.client_core import ClientCore
 from river_protocol.leadership import LeadershipOutput, PeriodicJob, ServicesStarted
@@ -26,8 +29,6 @@ from river_protocol.leadership import Start as ElectorStart
 from river_protocol.machines import maintenance as mnt
 from river_protocol.machines import periodic as periodic_machine
 from river_protocol.machines.base import Stop
-from river_trio.database import AsyncDatabase
-from river_trio.runner import MachineRunner
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +48,17 @@ class LeaderDriver(LeaderBase):
     ) -> None:
         super().__init__(core, periodic_jobs)
         self._db: AsyncDatabase | None = database
-        self._nursery: trio.Nursery | None = None
-        self._leading_changed = trio.Event()
+        self._nursery: anyio.abc.TaskGroup | None = None
+        self._leading_changed = anyio.Event()
 
     # ---------------------------------------------------------------- lifecycle
 
     async def wait_leader(self, value: bool = True) -> None:
-        """Wait until this client's leadership equals ``value`` (bound it with ``trio.fail_after``)."""
+        """Wait until this client's leadership equals ``value`` (bound it with ``anyio.fail_after``)."""
         while self.is_leader != value:
             await self._leading_changed.wait()
 
-    async def start(self, nursery: trio.Nursery, database: AsyncDatabase) -> None:
+    async def start(self, nursery: anyio.abc.TaskGroup, database: AsyncDatabase) -> None:
         self._db = database
         self._nursery = nursery
         if not self.enabled:
@@ -71,7 +72,7 @@ class LeaderDriver(LeaderBase):
         runner = self._runner
         if runner is not None and not runner.done.is_set():
             runner.post(Stop())
-            with trio.move_on_after(timeout):
+            with anyio.move_on_after(timeout):
                 await runner.done.wait()
             if not runner.done.is_set():
                 log.warning("river: the elector did not stop within %.0f s", timeout)
@@ -103,7 +104,7 @@ class LeaderDriver(LeaderBase):
 
     def _notify_leading(self) -> None:
         self._leading_changed.set()
-        self._leading_changed = trio.Event()
+        self._leading_changed = anyio.Event()
 
     # ---------------------------------------------------------------- services
 
@@ -131,7 +132,7 @@ class LeaderDriver(LeaderBase):
             # which its machine would refuse once stopped (the registry keeps it for next term).
             runner.post(Stop())
             runner.finish()
-        with trio.move_on_after(SERVICE_STOP_WAIT):
+        with anyio.move_on_after(SERVICE_STOP_WAIT):
             for runner in runners:
                 await runner.done.wait()
         for runner in runners:

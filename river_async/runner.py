@@ -1,7 +1,7 @@
-"""One trio task driving one river_protocol machine (the contract in machines/base.py).
+"""One task driving one river_protocol machine (the contract in machines/base.py).
 
-The task waits for an event or the machine's next deadline (``trio.move_on_at``
-on trio's clock), calls ``handle(event, now)``, gives the output to
+The task waits for an event or the machine's next deadline (a cancel scope's
+deadline on the loop's clock), calls ``handle(event, now)``, gives the output to
 ``on_output`` (a plain or async hook: the client's effects, such as jobs to
 start), then runs each output intent through the ``AsyncDatabase`` and feeds
 the answer back as ``IntentSucceeded``/``IntentFailed``. Intents run one at a
@@ -13,9 +13,9 @@ event and before the next intent answer is fed back, for the same reason as in
 ``river_sync.runner``: a finished job's slot must be freed before the producer
 can see the job reclaimed.
 
-Time: ``utcnow()`` is wall time derived from trio's clock (a wall/trio base
-pair captured once per trio run), so a ``trio.testing.MockClock`` drives
-every timer of every machine. Statement timeouts (``timeout_for``) are not
+Time: ``utcnow()`` is wall time derived from the loop's clock (a wall/loop base
+pair captured once per run, ``river_async._backend``), so under trio a
+``trio.testing.MockClock`` drives every timer of every machine. Statement timeouts (``timeout_for``) are not
 enforced here, as in the threaded driver: under an autojumping MockClock a
 deadline on a statement would fire whenever the loop waits for a thread.
 
@@ -29,11 +29,13 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import trio
+import anyio
+import anyio.abc
 
+from river_async._backend import loop_deadline, utcnow
+from river_async.database import AsyncDatabase
 from river_protocol.errors import DatabaseUnavailableError, RiverError
 from river_protocol.machines.base import (
     Event,
@@ -44,33 +46,10 @@ from river_protocol.machines.base import (
     Tick,
     take_event,
 )
-from river_trio.database import AsyncDatabase
 
 log = logging.getLogger(__name__)
 
-_BASE: trio.lowlevel.RunVar[tuple[datetime, float]] = trio.lowlevel.RunVar("river_trio_clock_base")
-
-
-def _base() -> tuple[datetime, float]:
-    try:
-        return _BASE.get()
-    except LookupError:
-        base = (datetime.now(UTC), trio.current_time())
-        _BASE.set(base)
-        return base
-
-
-def utcnow() -> datetime:
-    """Now, on trio's clock: the wall time at the run's first call plus trio time elapsed since."""
-    wall, start = _base()
-    return wall + timedelta(seconds=trio.current_time() - start)
-
-
-def trio_deadline(when: datetime) -> float:
-    """The trio clock reading at which ``utcnow()`` reaches ``when``."""
-    wall, start = _base()
-    return start + (when - wall).total_seconds()
-
+__all__ = ["MachineRunner", "loop_deadline", "utcnow"]
 
 class MachineRunner:
     """Drives ``machine`` in the task ``run`` until ``finish()`` or a fatal error."""
@@ -91,10 +70,10 @@ class MachineRunner:
         self._readonly = readonly
         self._events: deque[Event] = deque()
         self._urgent: deque[Event] = deque()
-        self._wake = trio.Event()
+        self._wake = anyio.Event()
         self._finishing = False
-        self.scope = trio.CancelScope()
-        self.done = trio.Event()
+        self.scope = anyio.CancelScope()
+        self.done = anyio.Event()
         self.started = False
 
     # -- control (any task; never blocks) ----------------------------------
@@ -115,7 +94,7 @@ class MachineRunner:
     # -- the loop ---------------------------------------------------------
 
     async def run(
-        self, *initial: Event, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self, *initial: Event, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
         # Ahead of anything posted before the start: a machine's first event is its Start.
         self._events.extendleft(reversed(initial))
@@ -136,11 +115,11 @@ class MachineRunner:
             if self._finishing:
                 return None
             deadline = self.machine.next_deadline()
-            self._wake = trio.Event()
+            self._wake = anyio.Event()
             if deadline is None:
                 await self._wake.wait()
                 continue
-            with trio.move_on_at(trio_deadline(deadline)):
+            with anyio.CancelScope(deadline=loop_deadline(deadline)):
                 await self._wake.wait()
             if not self._events and not self._urgent and deadline <= utcnow():
                 return Tick()

@@ -1,19 +1,20 @@
-"""The trio executor: runs intents' plans on one DB-API connection without blocking the loop.
+"""The async executor: runs intents' plans on one DB-API connection without blocking the loop.
 
-psycopg 3's async API is asyncio-only and SQLite has no async API at all, so
-statements run on the blocking connections in worker threads (trio's thread
-cache, one thread call per intent: the whole plan runs in the worker). How
-plans reach the connection is behind ``PlanRunner``; ``ThreadRunner`` is the
-only implementation today and a native async driver could replace it.
+Statements run on the blocking connections in worker threads (one thread call
+per intent: the whole plan runs in the worker), on trio and on asyncio alike;
+the thread hop is the backend's (``river_async._backend.run_interruptible``).
+How plans reach the connection is behind ``PlanRunner``; ``ThreadRunner`` is
+the client's own, and a caller's asyncio-native transaction brings another
+(``river_async.txadapt``).
 
 Cancellation never leaves a connection mid-statement. When the waiting task is
 cancelled, the runner asks the database to stop (Postgres: a server-side cancel
 request; SQLite: ``interrupt()``), waits for the worker to finish anyway and for
 the cancel request to complete, rolls back a transaction the runner opened, and
-only then raises ``trio.Cancelled``. If the statement finished before the
+only then raises the cancellation. If the statement finished before the
 cancel took effect, its result is returned and the cancellation is delivered
 at the caller's next checkpoint, the usual trio contract for work that cannot
-be undone.
+be undone (AnyIO's cancel scopes keep it on asyncio too).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import Any, Protocol, TypeVar
 
-import outcome
-import trio
+import anyio
+import anyio.lowlevel
 
+from river_async import _backend
 from river_db.executor import execute_step
 from river_protocol.dialects.base import Dialect, Plan, drive
 from river_protocol.intents import CopyRows, Intent, Statement
@@ -59,12 +61,11 @@ class _Interrupted(Exception):
 
 
 class _CallState:
-    __slots__ = ("cancel_done", "cancel_failed", "cancel_requested")
+    __slots__ = ("cancel_failed", "cancel_requested")
 
     def __init__(self) -> None:
         self.cancel_requested = False
         self.cancel_failed = False
-        self.cancel_done: trio.Event | None = None
 
 
 def connection_kind(conn: Any) -> str:
@@ -79,7 +80,7 @@ def _single(step: Statement | CopyRows) -> Plan[list[tuple[Any, ...]]]:
 
 
 class ThreadRunner:
-    """Runs plans on ``conn`` in trio worker threads, one call at a time.
+    """Runs plans on ``conn`` in worker threads, one call at a time.
 
     The connection must tolerate use from any thread (psycopg always does;
     SQLite needs ``check_same_thread=False``).
@@ -151,72 +152,43 @@ class ThreadRunner:
             if self.kind == "postgres" and self._in_transaction():
                 self._broken = True
 
-    # --- the trio side
+    # --- the event loop's side
 
     async def call(self, work: Callable[[_CallState], T]) -> T:
         """Run ``work(state)`` in a worker thread; cancellation interrupts it on the server
         and waits for it (see the module docstring)."""
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        backend = _backend.current()
         if self._busy:
-            raise trio.BusyResourceError("another task is already using this executor's connection")
+            raise backend.busy_error("another task is already using this executor's connection")
         self._busy = True
+        state = _CallState()
         try:
-            return await self._call(work)
+            return await backend.run_interruptible(lambda: work(state), lambda: self._interrupt(state))  # type: ignore[no-any-return]
         finally:
             self._busy = False
-
-    async def _call(self, work: Callable[[_CallState], T]) -> T:
-        state = _CallState()
-        token = trio.lowlevel.current_trio_token()
-        task = trio.lowlevel.current_task()
-
-        def report(result: outcome.Outcome[T]) -> None:
-            # Wrapped once more: wait_task_rescheduled unwraps, we want the outcome itself.
-            token.run_sync_soon(trio.lowlevel.reschedule, task, outcome.Value(result))
-
-        def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
-            if not state.cancel_requested:
-                state.cancel_requested = True
-                self._request_cancel(state, token)
-            # The worker keeps the connection until it returns; we resume only then.
-            return trio.lowlevel.Abort.FAILED
-
-        trio.lowlevel.start_thread_soon(lambda: work(state), report, name="river-trio-db")
-        result: outcome.Outcome[T] = await trio.lowlevel.wait_task_rescheduled(abort)
-        if state.cancel_requested:
-            assert state.cancel_done is not None
-            with trio.CancelScope(shield=True):
-                await state.cancel_done.wait()
             if state.cancel_failed:
                 # The cancel may still arrive and hit a later statement: retire the connection.
                 self._broken = True
-            if isinstance(result, outcome.Error):
-                await trio.lowlevel.checkpoint()  # raises Cancelled unless the deadline moved
-        return result.unwrap()
 
-    def _request_cancel(self, state: _CallState, token: trio.lowlevel.TrioToken) -> None:
-        done = state.cancel_done = trio.Event()
+    def _interrupt(self, state: _CallState) -> Callable[[], None] | None:
+        """On the loop, once the waiting task is cancelled: stop starting statements, and the
+        blocking cancel request to send from another thread (None when done already)."""
+        state.cancel_requested = True
         if self.kind != "postgres":
             # sqlite3_interrupt is thread-safe and returns at once.
             with suppress(Exception):
                 self.conn.interrupt()
-            done.set()
-            return
-
+            return None
         conn = self.conn
 
         def cancel() -> None:
-            conn.cancel_safe(timeout=CANCEL_TIMEOUT)
+            try:
+                conn.cancel_safe(timeout=CANCEL_TIMEOUT)
+            except Exception:
+                state.cancel_failed = True
 
-        def finished(result: outcome.Outcome[None]) -> None:
-            def settle() -> None:
-                if isinstance(result, outcome.Error):
-                    state.cancel_failed = True
-                done.set()
-
-            token.run_sync_soon(settle)
-
-        trio.lowlevel.start_thread_soon(cancel, finished, name="river-trio-cancel")
+        return cancel
 
 
 class AsyncExecutor:
@@ -224,7 +196,8 @@ class AsyncExecutor:
     ``river_db.executor.Executor`` with awaits. Inside a caller's transaction
     (``in_caller_tx=True``) no BEGIN/COMMIT/ROLLBACK is issued: the caller owns it.
 
-    One task at a time: concurrent use raises ``trio.BusyResourceError``.
+    One task at a time: concurrent use raises ``anyio.BusyResourceError`` (under trio one
+    that is also a ``trio.BusyResourceError``).
     """
 
     def __init__(
@@ -260,7 +233,7 @@ class AsyncExecutor:
             yield self
             await self.execute(Statement("COMMIT", fetch=False))
         except BaseException:
-            with trio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
                 await self.runner.rollback()
             raise
         finally:

@@ -1,9 +1,9 @@
-"""``client.jobs`` and ``client.queues``: River's management API on the trio client.
+"""``client.jobs`` and ``client.queues``: River's management API on the async client.
 
 Every rule (which intents, in which transaction, when to deliver a control
 message in-process) comes from ``river_protocol.admin``, as in
 ``river_sync.admin``, whose names and semantics these async methods mirror.
-``tx=`` is a caller's open transaction (see ``river_trio.transaction``).
+``tx=`` is a caller's open transaction (see ``river_async.transactions``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from river_async.executor import AsyncExecutor
+from river_async.runner import utcnow
 from river_protocol.admin import (
     JobPage,
     control_payloads,
@@ -42,11 +44,9 @@ from river_protocol.intents import (
 )
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
-from river_trio.executor import AsyncExecutor
-from river_trio.runner import utcnow
 
 if TYPE_CHECKING:
-    from river_trio.client import Client
+    from river_async.client import Client
 
 
 class _Admin:
@@ -58,7 +58,7 @@ class _Admin:
         """An executor in the caller's transaction, or one transaction of our own."""
         client = self._client
         if tx is not None:
-            from river_trio.txadapt import executor_for_caller_tx
+            from river_async.txadapt import executor_for_caller_tx
 
             executor = await executor_for_caller_tx(tx, schema=client.schema, expect=client.dialect_name)
             yield executor

@@ -1,9 +1,9 @@
-"""``river_trio.transaction(client)``: one transaction to pass as ``tx=`` to the trio client.
+"""``transaction(client)``: one transaction to pass as ``tx=`` to the async client.
 
 ::
 
-    async with river_trio.transaction(client) as tx:
-        await trio.to_thread.run_sync(tx.execute, "INSERT INTO orders ...")
+    async with river_trio.transaction(client) as tx:   # or river_asyncio.transaction
+        await anyio.to_thread.run_sync(tx.execute, "INSERT INTO orders ...")
         await client.insert(SendReceipt(order_id), tx=tx)   # exists only if the block commits
 
 The block commits when it ends normally and rolls back on an exception,
@@ -23,13 +23,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from river_async.database import AsyncDatabase
 from river_protocol.errors import ValidationError
-from river_trio.database import AsyncDatabase
 
 
 async def _database(database: Any) -> tuple[AsyncDatabase, bool]:
     """(AsyncDatabase, owned) for a Client, AsyncDatabase, URL or SQLite path."""
-    from river_trio.client import Client
+    from river_async.client import Client
 
     if isinstance(database, Client):
         return await database._ensure_db(), False

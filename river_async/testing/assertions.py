@@ -1,10 +1,10 @@
-"""Assertions about inserted jobs for trio code: ``await require_inserted(target, ...)``.
+"""Assertions about inserted jobs for async code: ``await require_inserted(target, ...)``.
 
 The targets, expectations and verdicts are ``river_sync.testing``'s (see
 ``river_sync.testing.assertions`` and ``river_db.testing.expectations``);
 only the reading is async:
 
-- a ``river_trio.Client`` or ``river_trio.AsyncDatabase`` (committed jobs; an
+- an async ``Client`` or an ``AsyncDatabase`` (committed jobs; an
   insert-only client that has not opened its database yet opens it);
 - a database URL or SQLite path (opened and closed for the check);
 - a transaction: the blocking psycopg connection, SQLAlchemy Connection/Session
@@ -22,6 +22,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from river_async.database import AsyncDatabase
+from river_async.executor import AsyncExecutor
 from river_db.connect import dialect_for, outside_tx
 from river_db.testing.expectations import (
     ExpectedJob,
@@ -36,14 +38,12 @@ from river_db.testing.expectations import (
 from river_protocol.golang.gotime import GoTime
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
-from river_trio.database import AsyncDatabase
-from river_trio.executor import AsyncExecutor
 
 
 @asynccontextmanager
 async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> AsyncIterator[AsyncExecutor]:
     """An async executor reading ``river_job`` through ``target`` (see the module docstring)."""
-    from river_trio.client import Client
+    from river_async.client import Client
 
     if isinstance(target, Client):
         if schema is None:
@@ -71,7 +71,7 @@ async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> 
     if plain is not None:
         yield AsyncExecutor(target, dialect_for(plain, schema), in_caller_tx=True)
         return
-    from river_trio.txadapt import executor_for_caller_tx
+    from river_async.txadapt import executor_for_caller_tx
 
     yield await executor_for_caller_tx(target, schema=schema)
 

@@ -2,17 +2,18 @@
 
 Async workers (``async def``) run in the client's long-lived job tasks, inside
 a cancel scope the run's token holds while it runs. The token cancels that
-scope on the job's timeout (a deadline on trio's clock),
+scope on the job's timeout (a deadline on the loop's clock),
 on a remote cancel and on a hard stop, so a worker is interrupted at its next
 checkpoint; the token records why (``ctx.cancel_cause``) and the client maps
 the interruption to the same outcome ``river_sync`` records for a worker that
-raised ``WorkCancelled``. A worker that catches ``trio.Cancelled`` and returns
-normally completes its job, as in the threaded driver.
+raised ``WorkCancelled``. A worker that catches the cancellation (``trio.Cancelled``,
+``asyncio.CancelledError``) and returns normally completes its job, as in the threaded driver.
 
 Sync (blocking) workers run in a worker thread and are cooperative only, as
 in ``river_sync``: the token is set and the worker must check it
 (``ctx.cancelled``, ``ctx.token.wait(seconds)``, ``ctx.raise_if_cancelled()``).
-From that thread, client calls go through ``trio.from_thread.run``.
+From that thread, client calls go through ``anyio.from_thread.run`` (or
+``trio.from_thread.run`` under trio).
 """
 
 from __future__ import annotations
@@ -22,17 +23,15 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import trio
-
+from river_async.runner import utcnow
 from river_db.resumable import UNSET, Step, positional_count
 from river_db.work_context import WorkContextBase
 from river_protocol.intents import SetStateIfRunning
 from river_protocol.job import JobRow
 from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
-from river_trio.runner import utcnow
 
 if TYPE_CHECKING:
-    from river_trio.client import Client
+    from river_async.client import Client
 
 
 class CancellationToken:
@@ -46,10 +45,10 @@ class CancellationToken:
         self._lock = threading.Lock()
         self._event: threading.Event | None = None
         self.cause: CancelCause | None = None
-        self.scope: trio.CancelScope | None = None
+        self.scope: Any = None  # the run's cancel scope (trio's or AnyIO's), while it runs
 
     def cancel(self, cause: CancelCause) -> bool:
-        """Set the token (call from the trio thread); False when it was already set."""
+        """Set the token (call from the event loop's thread); False when it was already set."""
         with self._lock:
             if self.cause is not None:
                 return False
@@ -127,7 +126,7 @@ class WorkContext(WorkContextBase):
         connection with an open transaction; the job is completed only if it
         commits. Returns the row as updated (None if the job no longer exists).
         """
-        from river_trio.txadapt import executor_for_caller_tx
+        from river_async.txadapt import executor_for_caller_tx
 
         update = complete_in_tx_update(self.job, utcnow(), self.metadata_updates)
         executor = await executor_for_caller_tx(tx, schema=self.client.schema)
@@ -137,7 +136,7 @@ class WorkContext(WorkContextBase):
 
     async def checkpoint(self, tx: Any, *, cursor: Any = UNSET) -> JobRow | None:
         """Store the current step (and cursor) inside ``tx`` now; returns the updated row."""
-        from river_trio.txadapt import executor_for_caller_tx
+        from river_async.txadapt import executor_for_caller_tx
 
         intent, updates = self._checkpoint_intent(cursor)
         executor = await executor_for_caller_tx(tx, schema=self.client.schema)

@@ -1,4 +1,5 @@
-"""Inline mode for trio code: ``await inline.insert(args)`` runs the job at once, in the caller's task.
+"""Inline mode for async code (trio or asyncio): ``await inline.insert(args)`` runs the job at once,
+in the caller's task.
 
 Same rules as ``river_sync.testing.inline`` (every insert runs exactly once,
 failures are not retried inline, duplicates skipped by unique options are not
@@ -7,38 +8,41 @@ run, rows in memory or in a database)::
     inline = InlineClient(workers)                       # in memory
     async with InlineClient(workers, "sqlite:///x") as inline:   # rows in a migrated database
         result = await inline.insert(SendEmail(to="a@b.c"))
-    inline = inline_client(client)                       # borrow a river_trio.Client (not running)
+    inline = inline_client(client)                       # borrow an async Client (not running)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from river_async.runner import utcnow
+from river_async.testing.work import work_once, work_with_client
 from river_db.testing.inline import InlineBase, InlineResult, inline_settings
 from river_protocol.client_core import InsertManyParams
 from river_protocol.options import InsertOpts
-from river_trio.runner import utcnow
-from river_trio.testing.work import work_once, work_with_client
 
 if TYPE_CHECKING:
-    from river_trio.client import Client
+    from river_async.client import Client
 
 
 class InlineClient(InlineBase):
     """Runs each inserted job immediately (see the module docstring).
 
     ``database`` (URL, SQLite path, pool, Engine or ``AsyncDatabase``, already
-    migrated) makes the rows real: an insert-only ``river_trio.Client`` is
+    migrated) makes the rows real: an insert-only client (``river_trio.Client``
+    from ``river_trio.testing``, ``river_asyncio.Client`` from ``river_asyncio.testing``) is
     made on it (it opens the database at the first insert) and closed by
     ``aclose()``. Without one, rows live in memory (``jobs()``, ``get_job()``).
     Keyword settings are the client's; the shared half is ``river_db.testing.inline.InlineBase``.
     """
 
-    def _new_client(self, database: Any, **settings: Any) -> Client:
-        from river_trio.client import Client
+    _client_class: ClassVar[type[Client] | None] = None  # None: river_async's, on any loop
 
-        return Client(database, **settings)
+    def _new_client(self, database: Any, **settings: Any) -> Client:
+        from river_async.client import Client
+
+        return (self._client_class or Client)(database, **settings)
 
     @property
     def client(self) -> Client | None:
@@ -88,10 +92,17 @@ def inline_client(client: Client) -> InlineClient:
 
     ``client`` must not be running; closing the inline client leaves it open.
     """
-    from river_trio.client import Client
-
-    workers, settings = inline_settings(client, usable=isinstance(client, Client), needs="river_trio.Client")
-    return InlineClient(workers, client=client, **settings)
+    return inline_client_of(InlineClient, client)
 
 
-__all__ = ["InlineClient", "InlineResult", "inline_client"]
+def inline_client_of(cls: type[InlineClient], client: Client) -> InlineClient:
+    """``inline_client`` making a ``cls`` (a driver's own InlineClient) for ``client``."""
+    from river_async.client import Client
+
+    wanted = cls._client_class or Client
+    needs = f"{wanted.__module__.split('.')[0]}.Client"
+    workers, settings = inline_settings(client, usable=isinstance(client, wanted), needs=needs)
+    return cls(workers, client=client, **settings)
+
+
+__all__ = ["InlineClient", "InlineResult", "inline_client", "inline_client_of"]

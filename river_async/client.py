@@ -1,8 +1,11 @@
-"""The trio River client: inserting jobs and working them as trio tasks.
+"""The async River client, on trio or asyncio (AnyIO): inserting jobs and working them as tasks.
 
 Same capabilities and names as ``river_sync.Client``; every rule comes from
-``river_protocol`` (``client_core``, ``work``, the machines), so both drivers
-record identical rows. This module only does I/O and structured concurrency.
+``river_protocol`` (``client_core``, ``work``, the machines), so every driver
+records identical rows. This module only does I/O and structured concurrency,
+with trio's rules on both event loops (AnyIO task groups and cancel scopes).
+``river_trio.Client`` and ``river_asyncio.Client`` are this class, bound to
+their event loop (``ANYIO_BACKEND``).
 
 Running it::
 
@@ -11,9 +14,9 @@ Running it::
     # leaving the block soft-stops (stop()); an exception in the block cancels
     # the client as a hard stop would and comes out in an ExceptionGroup
 
-    async with trio.open_nursery() as nursery:
-        client = river_trio.Client(url, ...)
-        await nursery.start(client.run)   # returns once producers are running
+    async with anyio.create_task_group() as tg:   # or trio.open_nursery()
+        client = river_asyncio.Client(url, ...)
+        await tg.start(client.run)        # returns once producers are running
         ...
         await client.stop()               # or stop_and_cancel()
 
@@ -25,7 +28,7 @@ from outside, the client makes a hard stop first, shielded and bounded by
 ``CANCEL_GRACE`` seconds: running jobs are interrupted (back to ``available``
 without consuming an attempt), outcomes are flushed and the leader resigns.
 
-Async workers run inside a cancel scope (see ``river_trio.context``); sync
+Async workers run inside a cancel scope (see ``river_async.context``); sync
 workers run in threads and are cooperative only. Middleware entries are
 ``async def mw(ctx, args, call_next)`` with ``await call_next(ctx, args)``;
 insert middleware entries are ``async def mw(params, call_next)`` around each
@@ -43,10 +46,20 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-import trio
+import anyio
+import anyio.abc
+import anyio.to_thread
 
+from river_async import _backend
+from river_async.admin import JobsAPI, QueuesAPI
+from river_async.context import CancellationToken, WorkContext
+from river_async.database import AsyncDatabase
+from river_async.events import EventHub, Subscription
+from river_async.leadership import LeaderDriver
+from river_async.notifier import NotifierProtocol, notifier_for
+from river_async.runner import MachineRunner, utcnow
 from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
     ClientStats,
@@ -73,13 +86,6 @@ from river_protocol.machines.producer import Start
 from river_protocol.options import InsertOpts
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry
-from river_trio.admin import JobsAPI, QueuesAPI
-from river_trio.context import CancellationToken, WorkContext
-from river_trio.database import AsyncDatabase
-from river_trio.events import EventHub, Subscription
-from river_trio.leadership import LeaderDriver
-from river_trio.notifier import NotifierProtocol, notifier_for
-from river_trio.runner import MachineRunner, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +104,7 @@ DEADLINE_GRAIN = 0.01  # seconds: deadlines share buckets this wide, so one may 
 
 
 class _Deadlines:
-    """One task firing run timeouts, in trio time (a MockClock drives it in tests).
+    """One task firing run timeouts, in loop time (under trio a MockClock drives it in tests).
 
     A timer task per job, with its own cancel scope and sleep, was a third of a
     no-op job's cost; here a deadline is a dict entry in a bucket
@@ -109,10 +115,10 @@ class _Deadlines:
     def __init__(self) -> None:
         self._buckets: dict[int, dict[Any, Callable[[Any], None]]] = {}
         self._slots: list[int] = []  # a heap of the buckets' slots
-        self._scope: trio.CancelScope | None = None
+        self._scope: Any = None
 
     def add(self, run: Any, when: float, action: Callable[[Any], None]) -> int:
-        """Call ``action(run)`` at trio time ``when``; returns the slot to ``drop`` it from."""
+        """Call ``action(run)`` at loop time ``when``; returns the slot to ``drop`` it from."""
         slot = -int(-when // DEADLINE_GRAIN)  # rounded up: a deadline never fires early
         bucket = self._buckets.get(slot)
         if bucket is None:
@@ -128,15 +134,16 @@ class _Deadlines:
         if bucket is not None:
             bucket.pop(run, None)
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        backend = _backend.current()
         task_status.started()
         while True:
             wake = self._slots[0] * DEADLINE_GRAIN if self._slots else math.inf
-            with trio.CancelScope(deadline=wake) as scope:
+            with backend.CancelScope(deadline=wake) as scope:
                 self._scope = scope
-                await trio.sleep_forever()
+                await anyio.sleep_forever()
             self._scope = None
-            now = trio.current_time()
+            now = backend.current_time()
             while self._slots and self._slots[0] * DEADLINE_GRAIN <= now:
                 for run, action in self._buckets.pop(heapq.heappop(self._slots), {}).items():
                     try:
@@ -156,13 +163,13 @@ class _JobTasks:
     then costs one wake-up, not one per job, while jobs that wait still each
     get a task of their own at the next scheduling round. Tasks never exceed
     the most runs in progress at once; parked ones stay until the client's
-    nursery ends.
+    task group ends. The parking lot is the backend's (trio's own under trio).
     """
 
-    def __init__(self, spawn: Callable[[], None]) -> None:
+    def __init__(self, spawn: Callable[[], None], backend: _backend.Backend | None = None) -> None:
         self._spawn = spawn  # starts a new task, which calls take(fresh=True)
         self._runs: deque[JobRun] = deque()
-        self._parked = trio.lowlevel.ParkingLot()
+        self._parked = (backend or _backend.current()).ParkingLot()
         self._waking = 0  # tasks woken or started that have not looked for a run yet
 
     def submit(self, run: JobRun) -> None:
@@ -189,11 +196,11 @@ class _JobTasks:
         return run
 
 
-def _holds_cancelled(exc: BaseException) -> bool:
-    """``trio.Cancelled``, or a group holding one (a worker's own nursery, cancelled)."""
-    if isinstance(exc, trio.Cancelled):
+def _holds_cancelled(exc: BaseException, cancelled: type[BaseException]) -> bool:
+    """The loop's cancellation, or a group holding one (a worker's own task group, cancelled)."""
+    if isinstance(exc, cancelled):
         return True
-    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(trio.Cancelled) is not None
+    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(cancelled) is not None
 
 
 _Ended = tuple[Any, BaseException | None, str]  # a worker's result, error and traceback text
@@ -224,7 +231,7 @@ def _dialect_of(database: Any) -> str:
         return sqlalchemy_kind(database)
     raise ValidationError(
         f"unsupported database {type(database).__qualname__}: pass a URL, a SQLite path, a "
-        "psycopg_pool.ConnectionPool, a SQLAlchemy Engine or a river_trio.AsyncDatabase"
+        "psycopg_pool.ConnectionPool, a SQLAlchemy Engine or an AsyncDatabase"
     )
 
 
@@ -275,11 +282,11 @@ async def resumable_middleware(ctx: WorkContext, args: Any, call_next: CallNext)
 
 
 class Client(ClientBase):
-    """A River client on Postgres or SQLite, run under trio.
+    """A River client on Postgres or SQLite, run under trio or asyncio.
 
     ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
-    file path, a ``psycopg_pool.ConnectionPool``, a SQLAlchemy ``Engine`` or a
-    ``river_trio.AsyncDatabase``. The constructor does no I/O; a URL or path is
+    file path, a ``psycopg_pool.ConnectionPool``, a SQLAlchemy ``Engine`` or an
+    ``AsyncDatabase``. The constructor does no I/O; a URL or path is
     opened when the client starts (or at the first call needing it) and closed
     when it stops. Without ``queues`` the client is insert-only.
 
@@ -290,6 +297,8 @@ class Client(ClientBase):
     ``error_handler(job, exc)`` (sync or async) may return True to cancel.
     """
 
+    # The event loop this class runs on ('trio', 'asyncio'); None: whichever runs it.
+    ANYIO_BACKEND: ClassVar[str | None] = None
     _log = log
     _clock = utcnow
     _outermost = resumable_middleware
@@ -319,22 +328,23 @@ class Client(ClientBase):
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
         self._events = EventHub()
-        self._runs_empty = trio.Event()
+        self._runs_empty = anyio.Event()
         self._runs_empty.set()
         self._pending_producers: dict[str, Any] = {}
-        # Sync workers' threads: bounded by the queues' max_workers already, so not by trio's default 40.
-        self._worker_threads = trio.CapacityLimiter(math.inf)
+        # Sync workers' threads: bounded by the queues' max_workers already, so not by AnyIO's default 40.
+        self._worker_threads = anyio.CapacityLimiter(math.inf)
         self._notifier: NotifierProtocol | None = None
-        self._nursery: trio.Nursery | None = None
-        self._runtime_scope: trio.CancelScope | None = None
+        self._nursery: anyio.abc.TaskGroup | None = None
+        self._runtime_scope: anyio.CancelScope | None = None
         self._stop_begun = False
-        self._finished = trio.Event()  # the stop sequence is done: run() may return
-        self._stopped = trio.Event()  # run() has returned
+        self._finished = anyio.Event()  # the stop sequence is done: run() may return
+        self._stopped = anyio.Event()  # run() has returned
         self._runtime_exited = False
         self._deadlines = _Deadlines()
-        self._job_tasks = _JobTasks(self._spawn_job_task)
+        self._backend: _backend.Backend | None = None  # the loop's primitives, once run() starts
+        self._job_tasks: _JobTasks | None = None
         self._chains: dict[int, tuple[WorkerEntry, CallNext | None]] = {}
-        self._open_lock = trio.Lock()
+        self._open_lock = anyio.Lock()
         self._cm_nursery: Any = None
 
     # ---------------------------------------------------------------- properties
@@ -353,8 +363,8 @@ class Client(ClientBase):
         return self._db
 
     async def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
-        """Wait until ``is_leader == value``; False if ``timeout`` (seconds, trio's clock) passed first."""
-        with trio.move_on_after(math.inf if timeout is None else timeout):
+        """Wait until ``is_leader == value``; False if ``timeout`` (seconds, loop clock) passed first."""
+        with anyio.move_on_after(timeout):
             await self._leadership.wait_leader(value)
             return True
         return False
@@ -375,7 +385,7 @@ class Client(ClientBase):
 
     async def _close_owned_db(self) -> None:
         if self._owns_db and self._db is not None:
-            with trio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
                 await self._db.aclose()
 
     # ---------------------------------------------------------------- insert
@@ -389,7 +399,7 @@ class Client(ClientBase):
         return await self._insert(tuple(items), tx)
 
     async def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
-        plan = self._core.plan_insert(items, utcnow())
+        plan = self._core.plan_insert(items, type(self)._clock())
         if self._insert_middleware:
             return await self._insert_through_middleware(plan, tx)
         return await self._insert_plan(plan, tx)
@@ -405,7 +415,7 @@ class Client(ClientBase):
 
     async def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if tx is not None:
-            from river_trio.txadapt import executor_for_caller_tx
+            from river_async.txadapt import executor_for_caller_tx
 
             executor = await executor_for_caller_tx(tx, schema=self.schema, expect=self.dialect_name)
             # The Notify rides in the insert's transaction: announced only if it commits.
@@ -431,7 +441,7 @@ class Client(ClientBase):
         self._pending_producers = {n: p for n, p in self._pending_producers.items() if n in self._core.queues}
 
     async def __aenter__(self) -> Client:
-        cm = trio.open_nursery()
+        cm = anyio.create_task_group()
         nursery = await cm.__aenter__()
         try:
             await nursery.start(self.run)
@@ -451,21 +461,23 @@ class Client(ClientBase):
         # An exception in the block cancels the nursery: run() makes its shielded hard stop.
         return bool(await cm.__aexit__(typ, exc, tb))
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run the client until it is stopped; ``await nursery.start(client.run)`` returns once it works."""
         if self._lifecycle.state is not ClientState.NEW:
             raise RiverError(f"client cannot start: it is {self._lifecycle.state}")
+        backend = self._backend = self._running_backend()
+        self._job_tasks = _JobTasks(self._spawn_job_task, backend)
         self._lifecycle.advance(ClientState.STARTING)
         try:
             await self._ensure_db()
-            async with trio.open_nursery() as outer:
+            async with anyio.create_task_group() as outer:
                 await outer.start(self._runtime)
                 task_status.started()
                 try:
                     await self._finished.wait()
-                except trio.Cancelled:
+                except backend.cancelled:
                     if not self._runtime_exited:
-                        with trio.CancelScope(shield=True), trio.move_on_after(CANCEL_GRACE):
+                        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE):
                             await self._stop_sequence(hard=True, escalate_after=None)
                     raise
                 finally:
@@ -483,25 +495,35 @@ class Client(ClientBase):
             self._finished.set()
             self._stopped.set()
 
-    async def _runtime(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    def _running_backend(self) -> _backend.Backend:
+        backend = _backend.current()
+        wanted = self.ANYIO_BACKEND
+        if wanted is not None and backend.name != wanted:
+            raise RiverError(
+                f"{type(self).__module__}.{type(self).__qualname__} runs under {wanted}, not "
+                f"{backend.name}: use river_{backend.name}.Client"
+            )
+        return backend
+
+    async def _runtime(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         # Shielded: an outside cancel of run() must leave producers and the completer up for
         # its hard stop; the scope is cancelled explicitly once run() is done with them.
-        self._runtime_scope = trio.CancelScope(shield=True)
+        self._runtime_scope = anyio.CancelScope(shield=True)
         try:
             with self._runtime_scope:
-                async with trio.open_nursery() as nursery:
+                async with anyio.create_task_group() as nursery:
                     self._nursery = nursery
                     if self._core.works_jobs:
                         await self._start_runtime(nursery)
                     if self._lifecycle.state is ClientState.STARTING:  # else a stop came first
                         self._lifecycle.advance(ClientState.STARTED)
                     task_status.started()
-                    await trio.sleep_forever()
+                    await anyio.sleep_forever()
         finally:
             self._runtime_exited = True
             self._nursery = None
 
-    async def _start_runtime(self, nursery: trio.Nursery) -> None:
+    async def _start_runtime(self, nursery: anyio.abc.TaskGroup) -> None:
         db = self.database
         await nursery.start(self._deadlines.run)
         self._completer = MachineRunner(
@@ -534,7 +556,7 @@ class Client(ClientBase):
         once ``run`` has ended.
 
         Jobs still running after ``timeout`` (default: ``soft_stop_timeout``;
-        seconds on trio's clock, or a timedelta) are cancelled as by
+        seconds on the loop's clock, or a timedelta) are cancelled as by
         ``stop_and_cancel``. Without either, it waits for every job.
         """
         limit = timeout if timeout is not None else self.soft_stop_timeout
@@ -551,8 +573,8 @@ class Client(ClientBase):
         await self._stop(hard=True, escalate_after=None)
 
     async def wait(self, timeout: float | None = None) -> bool:
-        """Wait until the client has stopped; False if ``timeout`` (seconds, trio's clock) passed first."""
-        with trio.move_on_after(math.inf if timeout is None else timeout):
+        """Wait until the client has stopped; False if ``timeout`` (seconds, loop clock) passed first."""
+        with anyio.move_on_after(timeout):
             await self._stopped.wait()
         # Not "returned inside the block": a set Event's wait still checkpoints, so a 0 s
         # deadline would report a stopped client as still running.
@@ -599,7 +621,7 @@ class Client(ClientBase):
             self._finished.set()
 
     async def _wait_producers(self, timeout: float | None) -> bool:
-        with trio.move_on_after(math.inf if timeout is None else timeout):
+        with anyio.move_on_after(timeout):
             for runner in list(self._producers.values()):
                 if runner.started:
                     await runner.done.wait()
@@ -612,23 +634,26 @@ class Client(ClientBase):
         if not deliver_control_locally(payload, in_caller_tx=in_caller_tx,
                                        listening=self._core.config.notifications):
             return
-        for runner, ack in self._post_own_control(payload, trio.Event):
+        for runner, ack in self._post_own_control(payload, anyio.Event):
             # A runner that ended meanwhile will never answer; nothing of it fetches either.
             await _first_set(ack, runner.done)
 
     # ---------------------------------------------------------------- running jobs
 
     def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
+        clock = type(self)._clock
+        job_tasks = self._job_tasks
+        assert job_tasks is not None
         for job in jobs:
             plan = self._core.plan_job(job)
-            run = JobRun(queue, plan, CancellationToken(), utcnow())
+            run = JobRun(queue, plan, CancellationToken(), clock())
             self._runs.add(run)
             if self._runs_empty.is_set():
-                self._runs_empty = trio.Event()
+                self._runs_empty = anyio.Event()
             if plan.immediate is not None:
                 self._finish_run(run, plan.immediate, metadata={})
                 continue
-            self._job_tasks.submit(run)
+            job_tasks.submit(run)
 
     def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
         """The middleware chain around an async worker, built once per worker; None for a sync one."""
@@ -663,8 +688,9 @@ class Client(ClientBase):
         """
         timeout = run.plan.timeout
         if timeout is not None:
+            assert self._backend is not None
             run.deadline_slot = self._deadlines.add(
-                run, trio.current_time() + timeout.total_seconds(), self._on_timeout)
+                run, self._backend.current_time() + timeout.total_seconds(), self._on_timeout)
 
     def _unwatch(self, run: JobRun) -> None:
         if run.deadline_slot is not None:
@@ -677,7 +703,8 @@ class Client(ClientBase):
         if self._runs.timeout_reached(run) and timeout is not None:
             # The timeout fired about start + timeout: stuck after the rest of stuck_after.
             later = (self._core.stuck_after(timeout) - timeout).total_seconds()
-            run.deadline_slot = self._deadlines.add(run, trio.current_time() + later, self._on_stuck)
+            assert self._backend is not None
+            run.deadline_slot = self._deadlines.add(run, self._backend.current_time() + later, self._on_stuck)
 
     def _on_stuck(self, run: JobRun) -> None:
         run.deadline_slot = None
@@ -685,7 +712,7 @@ class Client(ClientBase):
 
     async def _in_thread(self, fn: Callable[[], Any]) -> Any:
         """A sync worker: its thread can't be interrupted, so the timer only sets its token."""
-        return await trio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
+        return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
 
     def _spawn_job_task(self) -> None:
         assert self._nursery is not None
@@ -697,13 +724,15 @@ class Client(ClientBase):
         Its runs share one cancel scope, which their tokens cancel; a scope can't be
         reopened, so once one is cancelled the rest of that run's ending happens outside
         it and the task goes on in a new one. A scope and a task per job were most of
-        what trio spent on a no-op job.
+        what trio spent on a no-op job. The scope is the backend's (trio's own under trio).
         """
+        assert self._backend is not None and self._job_tasks is not None
+        new_scope, job_tasks = self._backend.CancelScope, self._job_tasks
         fresh = True
         while True:
-            with trio.CancelScope() as scope:
+            with new_scope() as scope:
                 while True:
-                    run = await self._job_tasks.take(fresh=fresh)
+                    run = await job_tasks.take(fresh=fresh)
                     fresh = False
                     ended = await self._call_worker(run, scope)
                     if scope.cancel_called:
@@ -711,7 +740,7 @@ class Client(ClientBase):
                     await self._end_run(run, *ended)
             await self._end_run(run, *ended)
 
-    async def _call_worker(self, run: JobRun, scope: trio.CancelScope) -> _Ended:
+    async def _call_worker(self, run: JobRun, scope: Any) -> _Ended:
         """Run the worker and its middleware; (result, error, traceback text).
 
         An async worker's token cancels ``scope`` (its task's, shared by its runs). The
@@ -736,7 +765,8 @@ class Client(ClientBase):
             return None, exc, traceback.format_exc()
         except BaseException as exc:
             # Ours only when this scope was cancelled; an outer cancellation ends the task.
-            if scope.cancel_called and _holds_cancelled(exc):
+            assert self._backend is not None
+            if scope.cancel_called and _holds_cancelled(exc, self._backend.cancelled):
                 return _interrupted(run)
             raise
         finally:
@@ -779,7 +809,7 @@ class Client(ClientBase):
         runner = self._producers.get(name)
         if runner is not None and self._lifecycle.running and runner.started:
             runner.post(Stop())
-            with trio.move_on_after(math.inf if timeout is None else timeout):
+            with anyio.move_on_after(timeout):
                 await runner.done.wait()
             if not runner.done.is_set():
                 raise queue_still_busy(name, timeout)
@@ -788,9 +818,9 @@ class Client(ClientBase):
         self._producers.pop(name, None)
 
 
-async def _first_set(*events: trio.Event) -> None:
-    async with trio.open_nursery() as nursery:
-        async def wait(event: trio.Event) -> None:
+async def _first_set(*events: anyio.Event) -> None:
+    async with anyio.create_task_group() as nursery:
+        async def wait(event: anyio.Event) -> None:
             await event.wait()
             nursery.cancel_scope.cancel()
 

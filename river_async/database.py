@@ -1,17 +1,17 @@
-"""Pooled database handles for the trio client: where async executors come from.
+"""Pooled database handles for the async client: where async executors come from.
 
 An ``AsyncDatabase`` lends out connections wrapped in an ``AsyncExecutor`` and
 takes them back, like ``river_sync.database.Database``. Sources:
 
-- Postgres URL: a small trio-native pool of autocommit psycopg connections
-  (waiting for a free connection is an ordinary cancellable trio wait).
+- Postgres URL: a small pool of autocommit psycopg connections of our own
+  (waiting for a free connection is an ordinary cancellable wait).
 - A caller's ``psycopg_pool.ConnectionPool`` (not closed by us).
 - A SQLAlchemy ``Engine`` (psycopg 3 or a SQLite module providing >= 3.45).
-- A SQLite path or ``sqlite://`` URL: one writer connection behind a trio lock
+- A SQLite path or ``sqlite://`` URL: one writer connection behind a lock
   (SQLite has a single writer) and lazily opened read-only connections.
 
 Every blocking call (connect, statements, rollbacks, pool hand-offs) runs in a
-worker thread. ``limiter`` is a ``trio.CapacityLimiter`` sized to the pool: a
+worker thread. ``limiter`` is an ``anyio.CapacityLimiter`` sized to the pool: a
 borrowed connection holds one token for as long as it is out, so the threads
 working for this handle never outnumber its connections.
 
@@ -28,8 +28,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import trio
+import anyio
+import anyio.to_thread
 
+from river_async.executor import AsyncExecutor, ThreadRunner
 from river_db.connect import (
     DEFAULT_ACQUIRE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
@@ -62,7 +64,6 @@ from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import Intent
-from river_trio.executor import AsyncExecutor, ThreadRunner
 
 if TYPE_CHECKING:
     import psycopg
@@ -88,7 +89,7 @@ __all__ = [
 async def run_blocking(fn: Callable[[], T]) -> T:
     """Run a short blocking call in a worker thread and wait for it even when cancelled
     (a connection half-opened or half-returned must not be abandoned)."""
-    return await trio.to_thread.run_sync(fn, abandon_on_cancel=False)
+    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
 
 
 class Lease:
@@ -104,7 +105,7 @@ class Lease:
 class AsyncBackend(Protocol):
     """Where connections come from; one per kind of source."""
 
-    limiter: trio.CapacityLimiter
+    limiter: anyio.CapacityLimiter
     kind: str  # 'postgres' | 'sqlite'
 
     def acquire(self, readonly: bool) -> AbstractAsyncContextManager[Lease]: ...
@@ -115,10 +116,10 @@ class AsyncBackend(Protocol):
 
 
 @asynccontextmanager
-async def _slot(limiter: trio.CapacityLimiter, timeout: float | None, what: str) -> AsyncIterator[None]:
+async def _slot(limiter: anyio.CapacityLimiter, timeout: float | None, what: str) -> AsyncIterator[None]:
     # A token per lease, not per task: one task may hold several connections.
     borrower = object()
-    with trio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
+    with anyio.move_on_after(timeout) as scope:
         await limiter.acquire_on_behalf_of(borrower)
     if scope.cancelled_caught:
         raise wait_timed_out(timeout, what)
@@ -152,7 +153,7 @@ class _PgOwnPool:
         self.kwargs: dict[str, Any] = {"connect_timeout": max(1, int(connect_timeout))}
         self.configure = configure
         self.timeout = timeout
-        self.limiter = trio.CapacityLimiter(size)
+        self.limiter = anyio.CapacityLimiter(size)
         self._idle: list[Any] = []
         self._closed = False
 
@@ -184,7 +185,7 @@ class _PgOwnPool:
             try:
                 yield lease
             finally:
-                with trio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
                     await self._release(lease)
 
     async def _release(self, lease: Lease) -> None:
@@ -217,7 +218,7 @@ class _PsycopgPoolBackend:
     def __init__(self, pool: psycopg_pool.ConnectionPool[Any], *, timeout: float | None) -> None:
         self.pool = pool
         self.timeout = timeout
-        self.limiter = trio.CapacityLimiter(max(1, int(pool.max_size)))
+        self.limiter = anyio.CapacityLimiter(max(1, int(pool.max_size)))
 
     def _get(self) -> tuple[Any, bool]:
         conn = self.pool.getconn(timeout=self.timeout)
@@ -248,7 +249,7 @@ class _PsycopgPoolBackend:
             try:
                 yield lease
             finally:
-                with trio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
                     await run_blocking(lambda: self._put(lease, previous))
 
     async def connect_dedicated(self) -> Any:
@@ -263,7 +264,7 @@ class _PsycopgPoolBackend:
 
 
 class _SQLiteBackend:
-    """One writer connection behind a trio lock, plus lazily opened read-only connections."""
+    """One writer connection behind a lock, plus lazily opened read-only connections."""
 
     kind = "sqlite"
 
@@ -272,9 +273,9 @@ class _SQLiteBackend:
         self.busy_timeout_ms = busy_timeout_ms
         self.timeout = timeout
         self.max_readers = sqlite_reader_count(path, readers)
-        self.limiter = trio.CapacityLimiter(self.max_readers + 1)
+        self.limiter = anyio.CapacityLimiter(self.max_readers + 1)
         self._writer: Any | None = None
-        self._writer_lock = trio.Lock()
+        self._writer_lock = anyio.Lock()
         self._idle_readers: list[Any] = []
         self._all_readers: set[Any] = set()
         self._closed = False
@@ -306,13 +307,14 @@ class _SQLiteBackend:
 
     @asynccontextmanager
     async def _writer_conn(self) -> AsyncIterator[Lease]:
-        if self._writer_lock.statistics().owner is trio.lowlevel.current_task():
+        owner = self._writer_lock.statistics().owner
+        if owner is not None and owner == anyio.get_current_task():
             # Waiting for ourselves would deadlock; a second connection would hit SQLITE_BUSY.
             raise RiverError(
                 "this task already holds the SQLite writer connection; nested writer executors "
                 "would deadlock (SQLite has a single writer): reuse the outer executor"
             )
-        with trio.move_on_after(self.timeout if self.timeout is not None else float("inf")) as scope:
+        with anyio.move_on_after(self.timeout) as scope:
             await self._writer_lock.acquire()
         if scope.cancelled_caught:
             raise TimeoutError(f"timed out after {self.timeout}s waiting for the SQLite writer connection")
@@ -327,7 +329,7 @@ class _SQLiteBackend:
                 try:
                     yield lease
                 finally:
-                    with trio.CancelScope(shield=True):
+                    with anyio.CancelScope(shield=True):
                         if not await self._give_back(conn, lease):
                             self._writer = None
         finally:
@@ -346,7 +348,7 @@ class _SQLiteBackend:
         try:
             yield lease
         finally:
-            with trio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
                 healthy = await self._give_back(conn, lease)
                 if healthy and not self._closed:
                     self._idle_readers.append(conn)
@@ -378,9 +380,9 @@ class _SQLAlchemyBackend:
         self.engine = engine
         self.kind = kind
         self.timeout = timeout
-        self.limiter = trio.CapacityLimiter(engine_pool_size(engine))
+        self.limiter = anyio.CapacityLimiter(engine_pool_size(engine))
         # Same single-writer reasoning as for SQLite paths, across the engine's connections.
-        self._sqlite_writer = trio.Lock() if kind == "sqlite" else None
+        self._sqlite_writer = anyio.Lock() if kind == "sqlite" else None
 
     @asynccontextmanager
     async def acquire(self, readonly: bool) -> AsyncIterator[Lease]:
@@ -400,7 +402,7 @@ class _SQLAlchemyBackend:
             try:
                 yield lease
             finally:
-                with trio.CancelScope(shield=True):
+                with anyio.CancelScope(shield=True):
                     await run_blocking(lambda: return_engine_connection(
                         proxy, conn, self.kind, previous, discard=lease.discard))
 
@@ -416,7 +418,7 @@ class _SQLAlchemyBackend:
 
 
 class AsyncDatabase:
-    """Source of async executors for one trio run. Build with a ``from_*`` constructor;
+    """Source of async executors for one event loop run. Build with a ``from_*`` constructor;
     close with ``aclose()`` or ``async with``."""
 
     def __init__(self, backend: AsyncBackend, dialect: Dialect) -> None:
@@ -496,7 +498,7 @@ class AsyncDatabase:
         return self._dialect
 
     @property
-    def limiter(self) -> trio.CapacityLimiter:
+    def limiter(self) -> anyio.CapacityLimiter:
         """Tokens for connections out on loan (one per lease); sized to the pool."""
         return self._backend.limiter
 
