@@ -1,0 +1,23 @@
+"""AsyncDatabase, the pooled database handle: ``river_async.database``, kept at this import path."""
+
+from river_async.database import (
+    DEFAULT_ACQUIRE_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_POOL_SIZE,
+    DEFAULT_SQLITE_READERS,
+    AsyncBackend,
+    AsyncDatabase,
+    Lease,
+    run_blocking,
+)
+
+__all__ = [
+    "DEFAULT_ACQUIRE_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_SQLITE_READERS",
+    "AsyncBackend",
+    "AsyncDatabase",
+    "Lease",
+    "run_blocking",
+]

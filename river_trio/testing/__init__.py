@@ -1,0 +1,11 @@
+"""Test helpers for code using ``river_trio``: ``river_sync.testing``'s names, as coroutines where
+they do I/O or run workers (``river_async.testing``; ``InlineClient`` makes ``river_trio.Client``s).
+
+Run them inside ``trio.run`` (or a trio test runner such as pytest-trio or anyio's pytest plugin).
+"""
+
+from river_async.testing import *  # noqa: F403  (the shared helpers; their list is river_async.testing)
+from river_async.testing import __all__ as _shared
+from river_trio.testing.inline import InlineClient, inline_client  # noqa: F401  (in __all__)
+
+__all__ = sorted(_shared)

@@ -1,0 +1,13 @@
+"""``work_once`` and ``work_with_client``: ``river_async.testing.work``, kept at this import path."""
+
+from river_async.testing.work import (
+    NoDatabaseError,
+    OfflineClient,
+    WorkResult,
+    client_transaction,
+    work_once,
+    work_with_client,
+)
+
+__all__ = ["NoDatabaseError", "OfflineClient", "WorkResult", "client_transaction", "work_once",
+           "work_with_client"]

@@ -1,0 +1,7 @@
+"""Async executors inside a caller transaction: ``river_async.txadapt``, kept at this import path."""
+
+from river_async.txadapt import (
+    executor_for_caller_tx,
+)
+
+__all__ = ["executor_for_caller_tx"]
