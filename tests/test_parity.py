@@ -47,6 +47,7 @@ ALLOWED_DIFFERENCES: tuple[Allowed, ...] = (
     Allowed("Client", "__enter__", "__aenter__", "with / async with"),
     Allowed("Client", "__exit__", "__aexit__", "with / async with"),
     Allowed("Client", "close", "aclose", "trio's async close is aclose(), by trio's naming"),
+    Allowed("Client", None, "ANYIO_BACKEND", "the event loop an async client class is bound to"),
     Allowed("Database", "__enter__", "__aenter__", "with / async with"),
     Allowed("Database", "__exit__", "__aexit__", "with / async with"),
     Allowed("Database", "close", "aclose", "trio's async close is aclose(), by trio's naming"),
