@@ -35,13 +35,13 @@ def conformance(session: nox.Session) -> None:
 @nox.session(python=PY)
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "river_protocol", "river_db", "river_sync", "river_trio", "river_tools", "river_otel", "conformance", "tests", "examples")
+    session.run("ruff", "check", "river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "conformance", "tests", "examples")
 
 
 @nox.session(python=PY)
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[otel,django]", "mypy")
-    session.run("mypy", "--strict", "river_protocol", "river_db", "river_sync", "river_trio", "river_tools", "river_otel")
+    session.run("mypy", "--strict", "river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio", "river_tools", "river_otel")
 
 
 @nox.session(python=PY)

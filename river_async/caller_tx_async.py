@@ -44,7 +44,6 @@ writes; ``AsyncpgRunner`` translates:
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import re
 import sys
@@ -52,6 +51,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import sniffio
 
 from river_db.caller_tx import caller_dialect, checked_psycopg
 from river_db.executor import copy_sql, plain_tuples, psycopg_binary, psycopg_fetches
@@ -60,7 +60,7 @@ from river_protocol.errors import ValidationError
 from river_protocol.intents import CopyRows, Statement
 
 if TYPE_CHECKING:
-    from river_trio.executor import PlanRunner
+    from river_async.executor import PlanRunner
 
 R = TypeVar("R")
 Rows = list[tuple[Any, ...]]
@@ -95,12 +95,14 @@ def _instance_of(obj: Any, module_name: str, *class_names: str) -> bool:
 
 def _require_asyncio(tx: Any) -> None:
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+        running = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        running = None
+    if running != "asyncio":
         raise ValidationError(
             f"{type(tx).__module__}.{type(tx).__qualname__} runs on asyncio only, and this is not an "
             "asyncio event loop"
-        ) from None
+        )
 
 
 def _is_asyncpg(obj: Any) -> bool:
@@ -183,7 +185,10 @@ class _CallerTxRunner:
         # The plan runs in a task of its own, cancelled once when the waiting task is: both
         # drivers clean up after a cancellation with awaits of their own, which an AnyIO cancel
         # scope (it cancels at every await) would interrupt, and psycopg then closes the
-        # connection, taking the caller's transaction with it.
+        # connection, taking the caller's transaction with it. asyncio is imported here, not at
+        # module level: the package loads an event loop only under it (tests/test_layering.py).
+        import asyncio
+
         task = asyncio.ensure_future(_drive(plan, self.execute))
         try:
             return await asyncio.shield(task)

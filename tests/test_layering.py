@@ -1,8 +1,13 @@
 """The import contract between the packages (the layering the README's layout describes).
 
 - ``river_protocol`` imports no other package of ours (its purity is tests/protocol/test_purity.py);
-- ``river_db``, the neutral layer, imports neither driver nor the tools;
-- ``river_sync`` and ``river_trio`` import each other never, and the tools never;
+- ``river_db``, the neutral layer, imports no driver nor the tools;
+- ``river_async``, the one async implementation, imports only ``river_protocol`` and ``river_db``
+  (and of the event loops only AnyIO and sniffio at module level: trio and asyncio lazily,
+  in ``river_async._backend``, when running under them);
+- ``river_trio`` and ``river_asyncio`` stand on ``river_async``; no client package imports another
+  driver's (``river_sync``, ``river_trio``, ``river_asyncio``), and none imports the tools;
+- ``river_asyncio`` loads no trio module, even after running a client;
 - ``river_otel`` (the OpenTelemetry middleware) imports neither driver nor the tools, and at run
   time needs only ``opentelemetry-api`` of OpenTelemetry;
 - ``river_tools`` may import anything.
@@ -23,14 +28,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("river_protocol", "river_db", "river_sync", "river_trio", "river_tools", "river_otel", "conformance")
+OURS = ("river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio", "river_tools",
+        "river_otel", "conformance")
+CLIENTS = ("river_sync", "river_async", "river_trio", "river_asyncio")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "river_protocol": ("river_db", "river_sync", "river_trio", "river_tools", "river_otel", "conformance"),
-    "river_db": ("river_sync", "river_trio", "river_tools", "river_otel"),
-    "river_sync": ("river_trio", "river_tools", "river_otel"),
-    "river_trio": ("river_sync", "river_tools", "river_otel"),
-    "river_otel": ("river_sync", "river_trio", "river_tools", "conformance"),
+    "river_protocol": (*CLIENTS, "river_db", "river_tools", "river_otel", "conformance"),
+    "river_db": (*CLIENTS, "river_tools", "river_otel"),
+    "river_sync": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel"),
+    "river_async": ("river_sync", "river_trio", "river_asyncio", "river_tools", "river_otel"),
+    "river_trio": ("river_sync", "river_asyncio", "river_tools", "river_otel"),
+    "river_asyncio": ("river_sync", "river_trio", "river_tools", "river_otel"),
+    "river_otel": (*CLIENTS, "river_tools", "conformance"),
 }
 
 
@@ -105,7 +114,8 @@ LOADED = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("package", ["river_db", "river_sync", "river_trio", "river_otel"])
+@pytest.mark.parametrize("package", ["river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
+                                     "river_otel"])
 def test_importing_a_package_loads_nothing_it_must_not_use(package: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", LOADED, package, *FORBIDDEN[package]],
@@ -127,4 +137,92 @@ def test_river_otel_needs_only_the_opentelemetry_api() -> None:
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     )
+    assert result.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- the event loops
+
+
+def top_level_imports(source: str) -> set[str]:
+    """Top-level module names imported by ``source`` outside any function or class body."""
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                found.update(alias.name.split(".", 1)[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module.split(".", 1)[0])
+            elif isinstance(node, (ast.If, ast.Try)):  # still module level (TYPE_CHECKING, fallbacks)
+                visit(node.body)
+                visit(node.orelse)
+                for handler in getattr(node, "handlers", ()):
+                    visit(handler.body)
+
+    visit(ast.parse(source).body)
+    return found
+
+
+def test_the_checker_sees_only_module_level_imports() -> None:
+    source = textwrap.dedent(
+        """
+        import anyio
+        if True:
+            import sniffio
+        def backend():
+            import trio
+        """
+    )
+    assert top_level_imports(source) == {"anyio", "sniffio"}
+
+
+@pytest.mark.parametrize("package", ["river_async", "river_asyncio"])
+def test_no_module_imports_an_event_loop_but_through_anyio(package: str) -> None:
+    # trio and asyncio come in lazily (river_async._backend), only under the loop that runs.
+    crossings = [
+        f"{path.relative_to(ROOT)} imports {name} at module level"
+        for _, path in _modules(package)
+        for name in sorted(top_level_imports(path.read_text(encoding="utf-8")) & {"trio", "asyncio", "outcome"})
+    ]
+    assert crossings == []
+
+
+ASYNCIO_RUN = textwrap.dedent(
+    """
+    import asyncio, sys
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    import river_asyncio
+    import river_asyncio.testing
+    from river_asyncio import Client, EventKind, Migrator, QueueConfig, Workers
+
+    @dataclass
+    class Ping:
+        kind: ClassVar[str] = "layering_ping"
+
+    async def main(url: str) -> None:
+        workers = Workers()
+
+        @workers.job(Ping)
+        async def ping(args: Ping) -> None:
+            await asyncio.sleep(0)
+
+        async with Client(url, workers=workers, queues={"default": QueueConfig(max_workers=2)}) as client:
+            sub = client.subscribe([EventKind.JOB_COMPLETED])
+            await client.insert(Ping())
+            assert (await sub.get(15)).job.kind == "layering_ping"
+
+    Migrator(sys.argv[1]).migrate_up()
+    asyncio.run(main(sys.argv[1]))
+    print(sorted(m for m in sys.modules if m == "trio" or m.startswith("trio.")))
+    """
+)
+
+
+def test_river_asyncio_loads_no_trio_module_even_running_a_client(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'asyncio.sqlite3'}"
+    result = subprocess.run([sys.executable, "-c", ASYNCIO_RUN, url], capture_output=True, text=True,
+                            cwd=ROOT, check=False, timeout=60)
+    assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

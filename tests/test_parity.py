@@ -1,4 +1,5 @@
-"""river_sync and river_trio mirror each other name for name (issue 8.4).
+"""river_sync and river_trio mirror each other name for name (issue 8.4); river_trio and river_asyncio
+match with no difference at all (one implementation, river_async, bound to two event loops).
 
 For every mirrored pair, the public names (``dir`` without a leading
 underscore, plus the context-manager and iteration protocols) and each
@@ -21,6 +22,8 @@ import pytest
 import river_sync
 import river_sync.admin
 import river_sync.testing
+import river_asyncio
+import river_asyncio.testing
 import river_trio
 import river_trio.admin
 import river_trio.testing
@@ -47,6 +50,7 @@ ALLOWED_DIFFERENCES: tuple[Allowed, ...] = (
     Allowed("Client", "__enter__", "__aenter__", "with / async with"),
     Allowed("Client", "__exit__", "__aexit__", "with / async with"),
     Allowed("Client", "close", "aclose", "trio's async close is aclose(), by trio's naming"),
+    Allowed("Client", None, "ANYIO_BACKEND", "the event loop an async client class is bound to"),
     Allowed("Database", "__enter__", "__aenter__", "with / async with"),
     Allowed("Database", "__exit__", "__aexit__", "with / async with"),
     Allowed("Database", "close", "aclose", "trio's async close is aclose(), by trio's naming"),
@@ -250,6 +254,48 @@ def test_same_named_exports_are_the_same_object_where_nothing_waits() -> None:
              "run_until_signalled", "transaction"}
     for name in set(river_sync.__all__) - waits:
         assert getattr(river_sync, name) is getattr(river_trio, name), name
+
+
+# ---------------------------------------------------------------- trio and asyncio: no differences
+
+
+ASYNC_PAIRS: dict[str, tuple[Any, Any]] = {
+    "Client": (river_trio.Client, river_asyncio.Client),
+    "InlineClient": (river_trio.testing.InlineClient, river_asyncio.testing.InlineClient),
+    "inline_client": (river_trio.testing.inline_client, river_asyncio.testing.inline_client),
+    "__all__": (river_trio.__all__, river_asyncio.__all__),
+    "testing.__all__": (river_trio.testing.__all__, river_asyncio.testing.__all__),
+}
+
+# Bound to their event loop: each package's own (the rest are one object, checked below).
+LOOP_BOUND = {"Client", "InlineClient", "inline_client"}
+
+
+@pytest.mark.parametrize("pair", sorted(ASYNC_PAIRS))
+def test_trio_and_asyncio_match_with_no_difference(pair: str) -> None:
+    trio_obj, asyncio_obj = ASYNC_PAIRS[pair]
+    drifts, _ = compare(pair, trio_obj, asyncio_obj, allowed=())
+    assert drifts == []
+
+
+def test_trio_and_asyncio_export_the_same_objects_but_their_loop_bound_ones() -> None:
+    for package, other in ((river_trio, river_asyncio), (river_trio.testing, river_asyncio.testing)):
+        for name in package.__all__:
+            same = getattr(package, name) is getattr(other, name)
+            assert same is (name not in LOOP_BOUND), f"{package.__name__}.{name}"
+    assert (river_trio.Client.ANYIO_BACKEND, river_asyncio.Client.ANYIO_BACKEND) == ("trio", "asyncio")
+    assert river_trio.Client.__mro__[1] is river_asyncio.Client.__mro__[1]  # one shared class
+    assert river_trio.testing.InlineClient._client_class is river_trio.Client
+    assert river_asyncio.testing.InlineClient._client_class is river_asyncio.Client
+
+
+def test_trio_and_asyncio_instances_carry_the_same_public_attributes(tmp_path: Path) -> None:
+    trio_client = river_trio.Client(tmp_path / "parity.db")
+    asyncio_client = river_asyncio.Client(tmp_path / "parity.db")
+    for trio_obj, asyncio_obj in ((trio_client, asyncio_client),
+                                  (trio_client.subscribe(), asyncio_client.subscribe())):
+        assert {n for n in dir(trio_obj) if not n.startswith("_")} == \
+            {n for n in dir(asyncio_obj) if not n.startswith("_")}
 
 
 # ---------------------------------------------------------------- the comparer catches drift

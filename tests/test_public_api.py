@@ -1,4 +1,4 @@
-"""What a new user reaches for first (issue 10.6): names both drivers export, the documented Client table."""
+"""What a new user reaches for first (issue 10.6): names every driver exports, the documented Client table."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+import river_asyncio
 import river_sync
 import river_trio
 from river_db.migrator import Migrator
@@ -19,7 +20,7 @@ from river_protocol.retry import RetryPolicy
 CLIENT_GUIDE = Path(__file__).resolve().parent.parent / "docs/guides/client.md"
 
 
-@pytest.mark.parametrize("driver", [river_sync, river_trio], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("driver", [river_sync, river_trio, river_asyncio], ids=lambda m: m.__name__)
 def test_first_reach_names_import_from_either_driver(driver: Any) -> None:
     # Plain `from river_sync import arg_field` used to fail: the README's first example needs it.
     namespace: dict[str, Any] = {}
@@ -53,7 +54,8 @@ def documented_client_table() -> list[tuple[str, str]]:
     return [(name, default.strip()) for name, default in rows]
 
 
-@pytest.mark.parametrize("client", [river_sync.Client, river_trio.Client], ids=["sync", "trio"])
+@pytest.mark.parametrize("client", [river_sync.Client, river_trio.Client, river_asyncio.Client],
+                         ids=["sync", "trio", "asyncio"])
 def test_documented_client_table_lists_exactly_the_constructor_parameters(client: type) -> None:
     params = [p for p in inspect.signature(client.__init__).parameters.values() if p.name != "self"]
     rows = documented_client_table()
@@ -70,3 +72,17 @@ def test_documented_table_reader_sees_a_missing_row() -> None:
     rows = documented_client_table()
     assert rows and rows[0] == ("database", "(required)")
     assert len({name for name, _ in rows}) == len(rows)
+
+
+def test_documented_client_table_sentence_names_every_client() -> None:
+    section = CLIENT_GUIDE.read_text().split("## The `Client` constructor", 1)[1].split("\n| parameter", 1)[0]
+    for name in ("river_sync.Client", "river_trio.Client", "river_asyncio.Client"):
+        assert f"`{name}`" in section, name
+
+
+@pytest.mark.parametrize("driver", [river_trio, river_asyncio], ids=lambda m: m.__name__)
+def test_async_drivers_carry_a_version_and_their_event_loop(driver: Any) -> None:
+    import river_async
+
+    assert driver.__version__ == river_async.__version__ and driver.__version__
+    assert driver.Client.ANYIO_BACKEND == driver.__name__.removeprefix("river_")

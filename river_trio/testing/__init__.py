@@ -1,41 +1,11 @@
 """Test helpers for code using ``river_trio``: ``river_sync.testing``'s names, as coroutines where
-they do I/O or run workers.
+they do I/O or run workers (``river_async.testing``; ``InlineClient`` makes ``river_trio.Client``s).
 
-- ``await require_inserted`` / ``require_many_inserted`` / ``require_not_inserted``:
-  assertions about inserted jobs through a ``river_trio.Client``, an
-  ``AsyncDatabase``, a URL or an open transaction (``assertions``).
-- ``build_job``: a realistic claimed ``JobRow`` for an args value (pure; the
-  same function as ``river_sync.testing.build_job``).
-- ``await work_once``: run an async or sync worker on one job without a
-  database; ``await work_with_client``: the same through a real client and
-  database. Both return ``WorkResult`` (``work``).
-- ``InlineClient`` / ``inline_client``: ``await insert`` runs the job at once (``inline``).
-
-Run them inside ``trio.run`` (or a trio test runner such as pytest-trio).
+Run them inside ``trio.run`` (or a trio test runner such as pytest-trio or anyio's pytest plugin).
 """
 
-from river_db.testing.builder import build_job
-from river_db.testing.expectations import ExpectedJob, InsertedJob
-from river_db.testing.inline import InlineResult
-from river_db.testing.offline import NoDatabaseError, OfflineClient
-from river_db.testing.runs import WorkResult
-from river_trio.testing.assertions import require_inserted, require_many_inserted, require_not_inserted
-from river_trio.testing.inline import InlineClient, inline_client
-from river_trio.testing.work import work_once, work_with_client
+from river_async.testing import *  # noqa: F403  (the shared helpers; their list is river_async.testing)
+from river_async.testing import __all__ as _shared
+from river_trio.testing.inline import InlineClient, inline_client  # noqa: F401  (in __all__)
 
-__all__ = [
-    "ExpectedJob",
-    "InlineClient",
-    "InlineResult",
-    "InsertedJob",
-    "NoDatabaseError",
-    "OfflineClient",
-    "WorkResult",
-    "build_job",
-    "inline_client",
-    "require_inserted",
-    "require_many_inserted",
-    "require_not_inserted",
-    "work_once",
-    "work_with_client",
-]
+__all__ = sorted(_shared)

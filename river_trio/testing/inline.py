@@ -1,86 +1,18 @@
-"""Inline mode for trio code: ``await inline.insert(args)`` runs the job at once, in the caller's task.
-
-Same rules as ``river_sync.testing.inline`` (every insert runs exactly once,
-failures are not retried inline, duplicates skipped by unique options are not
-run, rows in memory or in a database)::
-
-    inline = InlineClient(workers)                       # in memory
-    async with InlineClient(workers, "sqlite:///x") as inline:   # rows in a migrated database
-        result = await inline.insert(SendEmail(to="a@b.c"))
-    inline = inline_client(client)                       # borrow a river_trio.Client (not running)
-"""
+"""Inline mode for trio code (``river_async.testing.inline``), making ``river_trio.Client``s."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import ClassVar
 
-from river_db.testing.inline import InlineBase, InlineResult, inline_settings
-from river_protocol.client_core import InsertManyParams
-from river_protocol.options import InsertOpts
-from river_trio.runner import utcnow
-from river_trio.testing.work import work_once, work_with_client
-
-if TYPE_CHECKING:
-    from river_trio.client import Client
+from river_async.testing import inline as _shared
+from river_async.testing.inline import InlineResult
+from river_trio.client import Client
 
 
-class InlineClient(InlineBase):
-    """Runs each inserted job immediately (see the module docstring).
+class InlineClient(_shared.InlineClient):
+    __doc__ = _shared.InlineClient.__doc__
 
-    ``database`` (URL, SQLite path, pool, Engine or ``AsyncDatabase``, already
-    migrated) makes the rows real: an insert-only ``river_trio.Client`` is
-    made on it (it opens the database at the first insert) and closed by
-    ``aclose()``. Without one, rows live in memory (``jobs()``, ``get_job()``).
-    Keyword settings are the client's; the shared half is ``river_db.testing.inline.InlineBase``.
-    """
-
-    def _new_client(self, database: Any, **settings: Any) -> Client:
-        from river_trio.client import Client
-
-        return Client(database, **settings)
-
-    @property
-    def client(self) -> Client | None:
-        """The real client behind a database-backed inline client (None in memory)."""
-        return self._client  # type: ignore[no-any-return]
-
-    async def insert(self, args: Any, opts: InsertOpts | None = None, *, tx: Any = None) -> InlineResult:
-        """Insert ``args`` and run its worker now; the final row and the run.
-
-        ``tx`` (database mode only) runs the insert, the claim and the outcome
-        in the caller's transaction.
-        """
-        if self._in_memory(tx):
-            return await self._insert_in_memory(args, opts)
-        inserted = await self._client.insert(args, opts, tx=tx)
-        if inserted.unique_skipped_as_duplicate:
-            return InlineResult(inserted.job, True, None)
-        work = await work_with_client(self._client, inserted.job, tx=tx)
-        return InlineResult(work.job, False, work)
-
-    async def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> list[InlineResult]:
-        """Insert and run each item (args or ``InsertManyParams``) in turn; results follow the input."""
-        results = []
-        for item in items:
-            args, opts = (item.args, item.opts) if isinstance(item, InsertManyParams) else (item, None)
-            results.append(await self.insert(args, opts, tx=tx))
-        return results
-
-    async def _insert_in_memory(self, args: Any, opts: InsertOpts | None) -> InlineResult:
-        job = self._memory_job(args, opts, utcnow())
-        return self._remember(await work_once(self.workers, job, **self._work_once_options()))
-
-    async def aclose(self) -> None:
-        if self._owns_client and self._client is not None:
-            await self._client.aclose()
-            self._owns_client = False
-
-    async def __aenter__(self) -> InlineClient:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    _client_class: ClassVar[type[Client]] = Client
 
 
 def inline_client(client: Client) -> InlineClient:
@@ -88,10 +20,7 @@ def inline_client(client: Client) -> InlineClient:
 
     ``client`` must not be running; closing the inline client leaves it open.
     """
-    from river_trio.client import Client
-
-    workers, settings = inline_settings(client, usable=isinstance(client, Client), needs="river_trio.Client")
-    return InlineClient(workers, client=client, **settings)
+    return _shared.inline_client_of(InlineClient, client)  # type: ignore[return-value]
 
 
 __all__ = ["InlineClient", "InlineResult", "inline_client"]

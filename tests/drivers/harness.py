@@ -1,21 +1,22 @@
-"""One synchronous face for both drivers, so a behavioural test is written once.
+"""One synchronous face for every driver, so a behavioural test is written once.
 
-``SyncHarness`` hands out ``river_sync.Client`` objects unchanged. ``TrioHarness``
-runs a trio event loop in a background thread and hands out ``TrioClient``
-facades: every call goes into that loop (``trio.from_thread.run``) and blocks
+``SyncHarness`` hands out ``river_sync.Client`` objects unchanged. ``AsyncHarness``
+runs an event loop (trio for ``river_trio``, asyncio for ``river_asyncio``, both
+through ``anyio.run``) in a background thread and hands out ``AsyncClientFace``
+facades: every call goes into that loop (``anyio.from_thread.run``) and blocks
 the calling thread until it is done, so the test reads exactly like a
-``river_sync`` test. Clients run as tasks of the harness's nursery
-(``nursery.start(client.run)``); an exception escaping a client's ``run`` is
+``river_sync`` test. Clients run as tasks of the harness's task group
+(``tg.start(client.run)``); an exception escaping a client's ``run`` is
 recorded and raised again when the harness closes (the test's teardown).
 
 Workers are written once as plain functions:
 
-* ``h.worker(fn)``: on trio, a non-blocking ``fn`` becomes an ``async def``
-  running on the loop (trio's own path: a cancel scope around it);
+* ``h.worker(fn)``: on an async driver, a non-blocking ``fn`` becomes an
+  ``async def`` running on the loop (the async path: a cancel scope around it);
   ``threaded=True`` keeps it a sync worker in a thread, as it must be when it
   blocks (waits on a ``threading.Event``).
 * ``h.cancellable_worker(entered, causes)``: waits until its run is cancelled,
-  in each driver's own way (the token in a thread; ``trio.sleep`` interrupted
+  in each driver's own way (the token in a thread; ``anyio.sleep`` interrupted
   by the run's cancel scope).
 * ``h.call(fn, ...)`` calls a client or context method from a worker thread
   or the test (awaited in the loop when it is async).
@@ -31,10 +32,12 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from typing import Any
 
-import trio
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 
 import river_sync
-import river_trio
 from river_protocol.lifecycle import ClientState
 from river_protocol.workers import Workers
 from river_sync.events import Event
@@ -125,32 +128,45 @@ class SyncHarness:
             client.stop()
 
 
-# ---------------------------------------------------------------- trio
+# ---------------------------------------------------------------- trio and asyncio
 
 
-class TrioHarness:
-    driver = "trio"
+def client_class(driver: str) -> Any:
+    """The async driver's ``Client`` class (imported only when asked: asyncio must not load trio)."""
+    if driver == "trio":
+        import river_trio
 
-    def __init__(self) -> None:
+        return river_trio.Client
+    import river_asyncio
+
+    return river_asyncio.Client
+
+
+class AsyncHarness:
+    """The blocking face over ``river_trio`` (``driver="trio"``) or ``river_asyncio`` (``"asyncio"``)."""
+
+    def __init__(self, driver: str) -> None:
+        self.driver = driver
+        self._client_class = client_class(driver)
         self._ready = threading.Event()
         self._errors: list[BaseException] = []
-        self._clients: list[river_trio.Client] = []
-        self._thread = threading.Thread(target=self._loop, name="trio-harness", daemon=True)
+        self._clients: list[Any] = []
+        self._thread = threading.Thread(target=self._loop, name=f"{driver}-harness", daemon=True)
         self._thread.start()
         if not self._ready.wait(WAIT):
-            raise RuntimeError("the trio harness loop did not start")
+            raise RuntimeError(f"the {driver} harness loop did not start")
 
     def _loop(self) -> None:
         try:
-            trio.run(self._main)
+            anyio.run(self._main, backend=self.driver)
         except BaseException as exc:  # reported by close()
             self._errors.append(exc)
             self._ready.set()
 
     async def _main(self) -> None:
-        self._token = trio.lowlevel.current_trio_token()
-        self._shutdown = trio.Event()
-        async with trio.open_nursery() as nursery:
+        self._token = anyio.lowlevel.current_token()
+        self._shutdown = anyio.Event()
+        async with anyio.create_task_group() as nursery:
             self._nursery = nursery
             self._ready.set()
             await self._shutdown.wait()
@@ -167,23 +183,23 @@ class TrioHarness:
                 result = await result
             return result
 
-        return trio.from_thread.run(call, trio_token=self._token)
+        return anyio.from_thread.run(call, token=self._token)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return self.run(fn, *args, **kwargs)
 
     # ---------------------------------------------------------------- clients
 
-    def client(self, database: Any, **kwargs: Any) -> TrioClient:
-        raw = self.run(river_trio.Client, database, **kwargs)
+    def client(self, database: Any, **kwargs: Any) -> AsyncClientFace:
+        raw = self.run(self._client_class, database, **kwargs)
         self._clients.append(raw)
-        return TrioClient(self, raw)
+        return AsyncClientFace(self, raw)
 
     def raw(self, client: Any) -> Any:
-        return client.raw if isinstance(client, TrioClient) else client
+        return client.raw if isinstance(client, AsyncClientFace) else client
 
-    async def _start(self, raw: river_trio.Client) -> None:
-        async def guarded(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _start(self, raw: Any) -> None:
+        async def guarded(task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             started = False
 
             def report() -> None:
@@ -229,7 +245,7 @@ class TrioHarness:
         async def work(ctx: Any, args: Any) -> None:
             entered.set()
             try:
-                await trio.sleep(WAIT)
+                await anyio.sleep(WAIT)
             finally:
                 if causes is not None:
                     causes.append(ctx.cancel_cause)
@@ -239,16 +255,16 @@ class TrioHarness:
     def gated_worker(self, gate: Any, then: Callable[[Any], None]) -> Callable[..., Any]:
         async def work(args: Any) -> None:
             gate.entered.set()
-            with trio.fail_after(WAIT):
+            with anyio.fail_after(WAIT):
                 while not gate.release.is_set():  # on the loop: a soft stop must not interrupt it
-                    await trio.sleep(0.005)
+                    await anyio.sleep(0.005)
             then(args)
 
         return work
 
     def callback(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         async def on_the_loop(*args: Any) -> Any:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             return fn(*args)
 
         return on_the_loop
@@ -265,7 +281,7 @@ class TrioHarness:
 
     def insert_middleware(self, change: Callable[[Any], Any]) -> Callable[..., Any]:
         async def mw(params: Any, call_next: Any) -> Any:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             return await call_next(change(params))
 
         return mw
@@ -274,18 +290,20 @@ class TrioHarness:
 
     @contextlib.contextmanager
     def transaction(self, client: Any) -> Iterator[Any]:
-        """``river_trio.transaction`` held open by a task of the loop while the block runs here."""
+        """The driver's ``transaction`` held open by a task of the loop while the block runs here."""
         raw = self.raw(client)
-        release = trio.Event()
+        release = self.run(anyio.Event)
         finished = threading.Event()
         box: dict[str, Any] = {}
 
         class _Rollback(Exception):
             pass
 
-        async def holder(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+        async def holder(task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
+            from river_async.transactions import transaction  # river_trio's and river_asyncio's
+
             try:
-                async with river_trio.transaction(raw) as conn:
+                async with transaction(raw) as conn:
                     task_status.started(conn)
                     await release.wait()
                     if box.get("rollback"):
@@ -320,7 +338,7 @@ class TrioHarness:
                     self.run(raw.stop_and_cancel if raw._stop_begun else raw.stop)
         finally:
             if self._thread.is_alive():
-                trio.from_thread.run_sync(self._shutdown.set, trio_token=self._token)
+                anyio.from_thread.run_sync(self._shutdown.set, token=self._token)
             self._thread.join(WAIT)
         if self._errors:
             raise self._errors[0]
@@ -339,7 +357,7 @@ class _Status:
 class _Proxy:
     """``client.jobs`` / ``queues`` / ``periodic_jobs``: every method runs (and is awaited) in the loop."""
 
-    def __init__(self, harness: TrioHarness, target: Any) -> None:
+    def __init__(self, harness: AsyncHarness, target: Any) -> None:
         self._harness = harness
         self._target = target
 
@@ -353,10 +371,10 @@ class _Proxy:
         return int(self._harness.run(len, self._target))
 
 
-class TrioSubscription:
-    """``river_sync.Subscription``'s blocking face over a trio subscription."""
+class AsyncSubscriptionFace:
+    """``river_sync.Subscription``'s blocking face over an async subscription."""
 
-    def __init__(self, harness: TrioHarness, sub: river_trio.Subscription) -> None:
+    def __init__(self, harness: AsyncHarness, sub: Any) -> None:
         self._harness = harness
         self._sub = sub
 
@@ -387,10 +405,10 @@ class TrioSubscription:
         self._harness.run(self._sub.close)
 
 
-class TrioClient:
-    """``river_sync.Client``'s blocking face over a ``river_trio.Client`` running in the harness loop."""
+class AsyncClientFace:
+    """``river_sync.Client``'s blocking face over an async client running in the harness loop."""
 
-    def __init__(self, harness: TrioHarness, raw: river_trio.Client) -> None:
+    def __init__(self, harness: AsyncHarness, raw: Any) -> None:
         self._harness = harness
         self.raw = raw
         self.jobs = _Proxy(harness, raw.jobs)
@@ -426,8 +444,8 @@ class TrioClient:
     def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> Any:
         return self._harness.run(self.raw.insert_many, list(items), tx=tx)
 
-    def subscribe(self, kinds: Iterable[Any] | None = None, maxsize: int = 1000) -> TrioSubscription:
-        return TrioSubscription(self._harness, self._harness.run(self.raw.subscribe, kinds, maxsize))
+    def subscribe(self, kinds: Iterable[Any] | None = None, maxsize: int = 1000) -> AsyncSubscriptionFace:
+        return AsyncSubscriptionFace(self._harness, self._harness.run(self.raw.subscribe, kinds, maxsize))
 
     def configure(self, **kwargs: Any) -> None:
         self._harness.run(self.raw.configure, **kwargs)  # type: ignore[attr-defined]
@@ -449,7 +467,7 @@ class TrioClient:
         result: bool = self._harness.run(self.raw.wait_leader, value, timeout)
         return result
 
-    def __enter__(self) -> TrioClient:
+    def __enter__(self) -> AsyncClientFace:
         if self.raw.state is ClientState.NEW:
             self.start()
         return self
@@ -458,12 +476,14 @@ class TrioClient:
         self.stop()
 
 
-Harness = SyncHarness | TrioHarness
+Harness = SyncHarness | AsyncHarness
+
+DRIVERS = ("sync", "trio", "asyncio")
 
 
 def make_harness(driver: str) -> Harness:
     if driver == "sync":
         return SyncHarness()
-    if driver == "trio":
-        return TrioHarness()
+    if driver in ("trio", "asyncio"):
+        return AsyncHarness(driver)
     raise ValueError(f"unknown driver {driver!r}")

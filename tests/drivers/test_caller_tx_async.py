@@ -34,6 +34,7 @@ from river_async.caller_tx_async import (
     native_runner_for,
     numbered_placeholders,
 )
+from river_async.executor import AsyncExecutor
 from river_db.executor import Executor, execute_step
 from river_protocol.admin import (
     cancel_intent,
@@ -72,7 +73,6 @@ from river_protocol.intents import (
 from river_protocol.job import JobRow, encode_attempt_error
 from river_protocol.machines.notifications import TOPIC_CONTROL
 from river_protocol.states import JobState
-from river_trio.executor import AsyncExecutor
 from tests.drivers.test_client_support import migrated_pg_fixture  # noqa: F401 - the _migrated_pg fixture
 
 pytestmark = [pytest.mark.postgres, pytest.mark.anyio]

@@ -72,6 +72,7 @@ POSTGRES_ONLY = {
 # River's OpenTelemetry middleware: each request's trace runs through the insert into the job.
 EXPECTED["otel_tracing"] = [
     "job 1 carries river_py:otel: traceparent 00-", "job 2 carries river_py:otel: traceparent 00-",
+    # Success leaves a span's status unset (OpenTelemetry's rule for instrumentation libraries).
     "POST /orders/1 [internal, UNSET]", "insert default [producer, UNSET]",
     "work charge_card [consumer, UNSET] outcome=completed", "call the payment provider [internal, UNSET]",
     "POST /orders/2 [internal, UNSET]", "insert default [producer, UNSET]",

@@ -1,4 +1,5 @@
-"""Trio notifiers against real Postgres (LISTEN/NOTIFY without a thread) and a real SQLite outbox.
+"""The async notifiers (river_async.notifier, under trio and asyncio) against real Postgres
+(LISTEN/NOTIFY without a thread) and a real SQLite outbox.
 
 Ordering questions ("not delivered before commit") are answered with a marker
 notification that must arrive later, never with a sleep. Every wait has a
@@ -9,28 +10,32 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.abc
+import anyio.to_thread
 import psycopg
 import pytest
-import trio
+from anyio.streams.memory import MemoryObjectReceiveStream
 
-from river_db.migrator import Migrator
-from river_db.sqlite import connect_sqlite
-from river_protocol.errors import ValidationError
-from river_protocol.intents import Notify, Statement
-from river_trio.database import AsyncDatabase
-from river_trio.notifier import (
+from river_async.database import AsyncDatabase
+from river_async.notifier import (
     Notifier,
     NotifierProtocol,
     NullNotifier,
     SQLiteNotifier,
     notifier_for,
 )
+from river_db.migrator import Migrator
+from river_db.sqlite import connect_sqlite
+from river_protocol.errors import ValidationError
+from river_protocol.intents import Notify, Statement
 
 WAIT = 10.0
+Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +58,8 @@ def no_wait(_attempt: int) -> float:
     return 0.01
 
 
-async def receive(channel: trio.MemoryReceiveChannel[tuple[str, str]]) -> tuple[str, str]:
-    with trio.fail_after(WAIT):
+async def receive(channel: MemoryObjectReceiveStream[tuple[str, str]]) -> tuple[str, str]:
+    with anyio.fail_after(WAIT):
         return await channel.receive()
 
 
@@ -65,9 +70,9 @@ def notify_sync(url: str, topic: str, *payloads: str) -> None:
 
 
 async def eventually(predicate: Callable[[], bool], what: str) -> None:
-    with trio.move_on_after(WAIT):
+    with anyio.move_on_after(WAIT):
         while not predicate():
-            await trio.sleep(0.01)
+            await anyio.sleep(0.01)
         return
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -76,13 +81,13 @@ async def eventually(predicate: Callable[[], bool], what: str) -> None:
 
 
 @pytest.mark.postgres
-def test_delivers_to_channels_and_callbacks_with_low_latency(migrated_pg: str) -> None:
+def test_delivers_to_channels_and_callbacks_with_low_latency(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg) as db:
             notifier = Notifier(db.connect_dedicated)
-            send, recv = trio.open_memory_channel[tuple[str, str]](100)
+            send, recv = anyio.create_memory_object_stream[tuple[str, str]](100)
             seen: list[tuple[str, str]] = []
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 await notifier.subscribe("river_insert", send)  # before start: LISTENed on connect
                 await nursery.start(notifier.run)
                 await notifier.subscribe("river_other", lambda t, p: seen.append((t, p)))
@@ -93,22 +98,22 @@ def test_delivers_to_channels_and_callbacks_with_low_latency(migrated_pg: str) -
                     assert await receive(recv) == ("river_insert", f"p{i}")
                     latencies.append(time.perf_counter() - started)
                 # Sent by a plain psycopg connection in another thread, not by us.
-                await trio.to_thread.run_sync(notify_sync, migrated_pg, "river_other", "x")
+                await anyio.to_thread.run_sync(notify_sync, migrated_pg, "river_other", "x")
                 await eventually(lambda: bool(seen), "the callback")
                 assert seen == [("river_other", "x")]
                 assert statistics.median(latencies) < 0.05
                 nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_delivery_only_after_commit(migrated_pg: str) -> None:
+def test_delivery_only_after_commit(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg) as db:
             notifier = notifier_for(db)
-            send, recv = trio.open_memory_channel[tuple[str, str]](100)
-            async with trio.open_nursery() as nursery:
+            send, recv = anyio.create_memory_object_stream[tuple[str, str]](100)
+            async with anyio.create_task_group() as nursery:
                 await nursery.start(notifier.run)
                 await notifier.subscribe("river_insert", send)
                 async with db.transaction() as ex:
@@ -116,51 +121,51 @@ def test_delivery_only_after_commit(migrated_pg: str) -> None:
                     # Sent and committed by someone else while our transaction is open.
                     await db.run(Notify("river_insert", ("marker",)))
                     assert await receive(recv) == ("river_insert", "marker")
-                    with pytest.raises(trio.WouldBlock):
+                    with pytest.raises(anyio.WouldBlock):
                         recv.receive_nowait()
                 assert await receive(recv) == ("river_insert", "in-tx")
                 nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_reconnects_after_terminate(migrated_pg: str) -> None:
+def test_reconnects_after_terminate(run: Run, migrated_pg: str) -> None:
     conns: list[Any] = []
     listening: list[int] = []
 
     async def connect() -> Any:
-        conn = await trio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg, autocommit=True))
+        conn = await anyio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg, autocommit=True))
         conns.append(conn)
         return conn
 
     async def main() -> None:
         notifier = Notifier(connect, backoff=no_wait, on_listening=lambda: listening.append(1))
-        send, recv = trio.open_memory_channel[tuple[str, str]](100)
-        async with trio.open_nursery() as nursery:
+        send, recv = anyio.create_memory_object_stream[tuple[str, str]](100)
+        async with anyio.create_task_group() as nursery:
             await notifier.subscribe("river_insert", send)
             await nursery.start(notifier.run)
             pid = conns[0].info.backend_pid
-            await trio.to_thread.run_sync(
+            await anyio.to_thread.run_sync(
                 lambda: psycopg.connect(migrated_pg, autocommit=True).execute(
                     "SELECT pg_terminate_backend(%s)", (pid,)))
             await eventually(lambda: len(listening) == 2, "the listener to reconnect")
             assert notifier.reconnects == 1 and conns[0].closed
-            await trio.to_thread.run_sync(notify_sync, migrated_pg, "river_insert", "after")
+            await anyio.to_thread.run_sync(notify_sync, migrated_pg, "river_insert", "after")
             assert await receive(recv) == ("river_insert", "after")
             nursery.cancel_scope.cancel()
         # Nothing outlives the nursery: the listener's connection is closed.
         assert all(c.closed for c in conns)
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_ping_keeps_requests_flowing(migrated_pg: str) -> None:
+def test_ping_keeps_requests_flowing(run: Run, migrated_pg: str) -> None:
     conns: list[Any] = []
 
     async def connect() -> Any:
-        conn = await trio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg, autocommit=True))
+        conn = await anyio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg, autocommit=True))
         conns.append(conn)
         return conn
 
@@ -171,59 +176,59 @@ def test_ping_keeps_requests_flowing(migrated_pg: str) -> None:
 
     async def main() -> None:
         notifier = Notifier(connect, ping_interval=0.01)
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             await notifier.subscribe("river_insert", lambda t, p: None)
             await nursery.start(notifier.run)
             pid = conns[0].info.backend_pid
-            with trio.fail_after(WAIT):
-                while await trio.to_thread.run_sync(last_query, pid) != "SELECT 1":
-                    await trio.sleep(0.01)
+            with anyio.fail_after(WAIT):
+                while await anyio.to_thread.run_sync(last_query, pid) != "SELECT 1":
+                    await anyio.sleep(0.01)
             nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_unsubscribe_and_full_buffers(migrated_pg: str) -> None:
+def test_unsubscribe_and_full_buffers(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         notifier = Notifier(migrated_pg, buffer_size=1000)
-        small_send, small_recv = trio.open_memory_channel[tuple[str, str]](1)
-        marks_send, marks_recv = trio.open_memory_channel[tuple[str, str]](10)
+        small_send, small_recv = anyio.create_memory_object_stream[tuple[str, str]](1)
+        marks_send, marks_recv = anyio.create_memory_object_stream[tuple[str, str]](10)
         gone: list[str] = []
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             await nursery.start(notifier.run)
             await notifier.subscribe("river_small", small_send)
             await notifier.subscribe("river_marker", marks_send)
             sub = await notifier.subscribe("river_gone", lambda t, p: gone.append(p))
             sub.unsubscribe()
             sub.unsubscribe()
-            await trio.to_thread.run_sync(notify_sync, migrated_pg, "river_small", "a", "b", "c")
-            await trio.to_thread.run_sync(notify_sync, migrated_pg, "river_gone", "never")
-            await trio.to_thread.run_sync(notify_sync, migrated_pg, "river_marker", "m")
+            await anyio.to_thread.run_sync(notify_sync, migrated_pg, "river_small", "a", "b", "c")
+            await anyio.to_thread.run_sync(notify_sync, migrated_pg, "river_gone", "never")
+            await anyio.to_thread.run_sync(notify_sync, migrated_pg, "river_marker", "m")
             assert await receive(marks_recv) == ("river_marker", "m")
             assert await receive(small_recv) == ("river_small", "a")
             assert notifier.dropped == 2
             assert gone == []
             nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_listener_buffer_overflow_is_counted(migrated_pg: str) -> None:
+def test_listener_buffer_overflow_is_counted(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         notifier = Notifier(migrated_pg, buffer_size=1)
         seen: list[str] = []
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             await nursery.start(notifier.run)
             await notifier.subscribe("river_burst", lambda t, p: seen.append(p))
             # One transaction: all five arrive together and are read in one drain.
-            await trio.to_thread.run_sync(notify_sync_tx, migrated_pg, "river_burst", 5)
+            await anyio.to_thread.run_sync(notify_sync_tx, migrated_pg, "river_burst", 5)
             await eventually(lambda: len(seen) + notifier.dropped == 5, "the burst")
             assert notifier.dropped >= 1 and seen[0] == "0"
             nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    run(main)
 
 
 def notify_sync_tx(url: str, topic: str, n: int) -> None:
@@ -234,7 +239,7 @@ def notify_sync_tx(url: str, topic: str, n: int) -> None:
 
 
 @pytest.mark.postgres
-def test_schema_channels_and_first_connect_errors(migrated_pg: str) -> None:
+def test_schema_channels_and_first_connect_errors(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         with pytest.raises(ValidationError):
             Notifier(migrated_pg, schema="bad schema!")
@@ -246,35 +251,35 @@ def test_schema_channels_and_first_connect_errors(migrated_pg: str) -> None:
         with pytest.raises(ValidationError):
             Notifier(migrated_pg, buffer_size=0)
         broken = Notifier("postgresql://postgres@127.0.0.1:1/none", connect_timeout=1)
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             with pytest.raises(psycopg.OperationalError):
                 await nursery.start(broken.run)
         # An explicit schema names the channel without asking the server.
         scoped = Notifier(migrated_pg, schema="public")
-        send, recv = trio.open_memory_channel[tuple[str, str]](10)
-        async with trio.open_nursery() as nursery:
+        send, recv = anyio.create_memory_object_stream[tuple[str, str]](10)
+        async with anyio.create_task_group() as nursery:
             await nursery.start(scoped.run)
             await scoped.subscribe("river_insert", send)
-            await trio.to_thread.run_sync(notify_sync, migrated_pg, "river_insert", "s")
+            await anyio.to_thread.run_sync(notify_sync, migrated_pg, "river_insert", "s")
             assert await receive(recv) == ("river_insert", "s")
             nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    run(main)
 
 
 # ---------------------------------------------------------------- sqlite
 
 
-def test_sqlite_outbox_delivery(migrated_sqlite: str) -> None:
+def test_sqlite_outbox_delivery(run: Run, migrated_sqlite: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
             await db.run(Notify("river_insert", ("before-start",)))
             listening: list[int] = []
             notifier = notifier_for(db, on_listening=lambda: listening.append(1))
             assert isinstance(notifier, SQLiteNotifier)
-            send, recv = trio.open_memory_channel[tuple[str, str]](100)
+            send, recv = anyio.create_memory_object_stream[tuple[str, str]](100)
             other: list[str] = []
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 await notifier.subscribe("river_insert", send)
                 await nursery.start(notifier.run)
                 await db.run(Notify("river_unsubscribed", ("nobody",)))
@@ -286,14 +291,14 @@ def test_sqlite_outbox_delivery(migrated_sqlite: str) -> None:
                 await db.run(Notify("river_other", ("o",)))
                 await eventually(lambda: other == ["o"], "the callback")
                 assert listening == [1]
-                with pytest.raises(trio.WouldBlock):
+                with pytest.raises(anyio.WouldBlock):
                     recv.receive_nowait()
                 nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    run(main)
 
 
-def test_sqlite_poll_retries_after_failure(migrated_sqlite: str) -> None:
+def test_sqlite_poll_retries_after_failure(run: Run, migrated_sqlite: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
             listening: list[int] = []
@@ -304,8 +309,8 @@ def test_sqlite_poll_retries_after_failure(migrated_sqlite: str) -> None:
                 return 0.01
 
             notifier = SQLiteNotifier(db, backoff=backoff, on_listening=lambda: listening.append(1))
-            send, recv = trio.open_memory_channel[tuple[str, str]](100)
-            async with trio.open_nursery() as nursery:
+            send, recv = anyio.create_memory_object_stream[tuple[str, str]](100)
+            async with anyio.create_task_group() as nursery:
                 await notifier.subscribe("river_insert", send)
                 await nursery.start(notifier.run)
                 async with db.executor() as ex:
@@ -321,52 +326,75 @@ def test_sqlite_poll_retries_after_failure(migrated_sqlite: str) -> None:
                 assert await receive(recv) == ("river_insert", "back")
                 nursery.cancel_scope.cancel()
 
+    run(main)
+
+
+def test_under_trio_a_trio_channel_is_a_target_and_a_full_or_closed_one_drops(migrated_sqlite: str) -> None:
+    # river_trio's notifier took trio.MemorySendChannel targets before AnyIO: it still does.
+    import trio
+
+    async def main() -> None:
+        async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
+            notifier = SQLiteNotifier(db)
+            send, recv = trio.open_memory_channel[tuple[str, str]](1)
+            async with trio.open_nursery() as nursery:
+                sub = await notifier.subscribe("river_insert", send)
+                await nursery.start(notifier.run)
+                await db.run(Notify("river_insert", ("one", "two")))
+                await eventually(lambda: notifier.dropped == 1, "the full channel's drop")
+                with trio.fail_after(WAIT):
+                    assert await recv.receive() == ("river_insert", "one")
+                await recv.aclose()
+                await db.run(Notify("river_insert", ("three",)))
+                await eventually(lambda: sub._owner is None, "the closed channel's unsubscribe")
+                nursery.cancel_scope.cancel()
+
     trio.run(main)
 
 
 # ---------------------------------------------------------------- null and choice
 
 
-def test_null_notifier_and_choice(migrated_sqlite: str) -> None:
+def test_null_notifier_and_choice(run: Run, migrated_sqlite: str) -> None:
     async def main() -> None:
         null = NullNotifier()
         sub = await null.subscribe("river_insert", lambda t, p: None)
         sub.unsubscribe()
         with pytest.raises(ValidationError):
             await null.subscribe("x" * 64, lambda t, p: None)
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             await nursery.start(null.run)
             nursery.cancel_scope.cancel()
         async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
             assert isinstance(notifier_for(db, enabled=False), NullNotifier)
             chosen: NotifierProtocol = notifier_for(db)
             assert isinstance(chosen, SQLiteNotifier)
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 await nursery.start(chosen.run)
                 with pytest.raises(Exception, match="already running"):
                     await chosen.run()
                 nursery.cancel_scope.cancel()
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_notifier_for_postgres(migrated_pg: str) -> None:
+def test_notifier_for_postgres(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg, schema="public") as db:
             assert isinstance(notifier_for(db), Notifier)
 
-    trio.run(main)
+    run(main)
 
 
 
 
-def test_a_delivery_after_the_dispatcher_ended_is_dropped_not_raised(migrated_sqlite: str) -> None:
+def test_a_delivery_after_the_dispatcher_ended_is_dropped_not_raised(run: Run, migrated_sqlite: str) -> None:
     # Shutdown race: the poller can still hand over a row after the dispatcher's channel closed.
     async def main() -> None:
         async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
             notifier = SQLiteNotifier(db)
-            send, receive = trio.open_memory_channel[tuple[str, str]](10)
+            send, receive = anyio.create_memory_object_stream[tuple[str, str]](10)
             await receive.aclose()
             notifier._send = send
             notifier._enqueue("river_insert", "{}")
@@ -375,4 +403,4 @@ def test_a_delivery_after_the_dispatcher_ended_is_dropped_not_raised(migrated_sq
             notifier._enqueue("river_insert", "{}")
             assert notifier.dropped == 2
 
-    trio.run(main)
+    run(main)

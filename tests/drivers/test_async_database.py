@@ -1,7 +1,8 @@
-"""The trio I/O layer (AsyncDatabase, AsyncExecutor, caller transactions) on real Postgres and SQLite.
+"""The async I/O layer (AsyncDatabase, AsyncExecutor, caller transactions) on real Postgres and SQLite,
+under trio and under asyncio (``river_async``, which ``river_trio`` and ``river_asyncio`` share).
 
-Tests are plain functions running ``trio.run``. Waiting for the server to reach
-a state (a statement visibly running) polls with short trio sleeps; no result
+Tests are plain functions calling ``run(main)`` (``anyio.run`` on each backend). Waiting for the
+server to reach a state (a statement visibly running) polls with short sleeps; no result
 depends on how long anything takes, except the scheduling-gap bound, which is
 the property under test.
 """
@@ -14,15 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import psycopg
 import pytest
+import sniffio
 import sqlalchemy as sa
 import sqlean  # type: ignore[import-untyped]
-import trio
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
 from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
 
+from river_async.database import AsyncDatabase
+from river_async.executor import AsyncExecutor, ThreadRunner, connection_kind
+from river_async.txadapt import executor_for_caller_tx
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan
@@ -39,11 +45,9 @@ from river_protocol.intents import (
     Statement,
     UpsertQueue,
 )
-from river_trio.database import AsyncDatabase
-from river_trio.executor import AsyncExecutor, ThreadRunner, connection_kind
-from river_trio.txadapt import executor_for_caller_tx
 
 WAIT = 10.0
+Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
 LONG_SQLITE = (
     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
 )
@@ -153,9 +157,9 @@ async def count_marks(db: AsyncDatabase, value: str) -> int:
 
 
 async def eventually(predicate: Callable[[], Awaitable[bool]], what: str) -> None:
-    with trio.move_on_after(WAIT):
+    with anyio.move_on_after(WAIT):
         while not await predicate():
-            await trio.sleep(0.01)
+            await anyio.sleep(0.01)
         return
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -166,13 +170,13 @@ def admin_rows(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[A
 
 
 async def backend_state(url: str, pid: int) -> str | None:
-    rows = await trio.to_thread.run_sync(
+    rows = await anyio.to_thread.run_sync(
         admin_rows, url, "SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,))
     return rows[0][0] if rows else None
 
 
 async def running_query(url: str, pid: int, fragment: str) -> bool:
-    rows = await trio.to_thread.run_sync(
+    rows = await anyio.to_thread.run_sync(
         admin_rows, url,
         "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active' AND query LIKE %s",
         (pid, f"%{fragment}%"))
@@ -182,7 +186,7 @@ async def running_query(url: str, pid: int, fragment: str) -> bool:
 # ---------------------------------------------------------------- intents on both databases
 
 
-def test_run_intents(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+def test_run_intents(run: Run, open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
     async def main() -> None:
         async with await open_db() as db:
             (res,) = await db.run(InsertJobs(jobs=(job(),), nonce=nonce()))
@@ -198,10 +202,12 @@ def test_run_intents(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
                 names = [q.name for q in await ex.run(ListQueues(limit=1000))]
             assert name in names
 
-    trio.run(main)
+    run(main)
 
 
-def test_transaction_commits_and_rolls_back(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+def test_transaction_commits_and_rolls_back(
+    run: Run, open_db: Callable[..., Awaitable[AsyncDatabase]]
+) -> None:
     async def main() -> None:
         async with await open_db() as db:
             async with db.transaction() as ex:
@@ -216,23 +222,23 @@ def test_transaction_commits_and_rolls_back(open_db: Callable[..., Awaitable[Asy
             with pytest.raises(JobNotFoundError):
                 await db.run(GetJob(id=lost.job.id))
 
-    trio.run(main)
+    run(main)
 
 
-def test_already_cancelled_runs_nothing(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+def test_already_cancelled_runs_nothing(run: Run, open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
     async def main() -> None:
         async with await open_db() as db:
             value = uuid.uuid4().hex
-            with trio.CancelScope() as scope:
+            with anyio.CancelScope() as scope:
                 scope.cancel()
                 await db.run(MarkThenWait(value))
             assert scope.cancelled_caught
             assert await count_marks(db, value) == 0
 
-    trio.run(main)
+    run(main)
 
 
-def test_loop_never_blocked(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+def test_loop_never_blocked(run: Run, open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
     """A ticking task keeps being scheduled while 10 tasks run 500 intents between them and
     others run statements that each hold a connection far longer than the allowed gap.
 
@@ -244,13 +250,13 @@ def test_loop_never_blocked(open_db: Callable[..., Awaitable[AsyncDatabase]]) ->
         async with await open_db(pool_size=4) as db:
             gaps: list[float] = []
             slow: list[float] = []
-            done = trio.Event()
+            done = anyio.Event()
 
             async def tick() -> None:
-                last = trio.current_time()
+                last = anyio.current_time()
                 while not done.is_set():
-                    await trio.sleep(0.001)
-                    now = trio.current_time()
+                    await anyio.sleep(0.001)
+                    now = anyio.current_time()
                     gaps.append(now - last)
                     last = now
 
@@ -263,13 +269,13 @@ def test_loop_never_blocked(open_db: Callable[..., Awaitable[AsyncDatabase]]) ->
 
             async def sleeper() -> None:
                 for _ in range(3):
-                    started = trio.current_time()
+                    started = anyio.current_time()
                     await db.run(SlowStatement(), readonly=True)
-                    slow.append(trio.current_time() - started)
+                    slow.append(anyio.current_time() - started)
 
-            async with trio.open_nursery() as nursery:
+            async with anyio.create_task_group() as nursery:
                 nursery.start_soon(tick)
-                async with trio.open_nursery() as workers:
+                async with anyio.create_task_group() as workers:
                     for n in range(10):
                         workers.start_soon(worker, n)
                     workers.start_soon(sleeper)
@@ -278,23 +284,27 @@ def test_loop_never_blocked(open_db: Callable[..., Awaitable[AsyncDatabase]]) ->
             assert min(slow) > 0.25, f"slow statements too fast to prove anything: {slow}"
             assert max(gaps) < 0.2, f"trio loop blocked for {max(gaps) * 1000:.1f} ms"
 
-    trio.run(main)
+    run(main)
 
 
-def test_one_task_per_executor(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+def test_one_task_per_executor(run: Run, open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
     async def main() -> None:
         async with await open_db() as db, db.executor() as ex:
             with pytest.raises(BaseExceptionGroup) as info:
-                async with trio.open_nursery() as nursery:
+                async with anyio.create_task_group() as nursery:
                     for _ in range(2):
                         nursery.start_soon(ex.execute, Statement("SELECT 1"))
-            assert info.group_contains(trio.BusyResourceError)
+            assert info.group_contains(anyio.BusyResourceError)
+            if sniffio.current_async_library() == "trio":  # trio's own error too, as before AnyIO
+                import trio
+
+                assert info.group_contains(trio.BusyResourceError)
             assert await ex.execute(Statement("SELECT 2")) == [(2,)]
 
-    trio.run(main)
+    run(main)
 
 
-def test_limiter_sized_to_pool(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+def test_limiter_sized_to_pool(run: Run, open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
     async def main() -> None:
         async with await open_db(pool_size=3) as db:
             # SQLite: 3 readers plus the writer.
@@ -303,10 +313,10 @@ def test_limiter_sized_to_pool(open_db: Callable[..., Awaitable[AsyncDatabase]])
                 assert db.limiter.borrowed_tokens == 2
             assert db.limiter.borrowed_tokens == 0
 
-    trio.run(main)
+    run(main)
 
 
-def test_closed_handle_refuses(open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
+def test_closed_handle_refuses(run: Run, open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
     async def main() -> None:
         db = await open_db()
         await db.aclose()
@@ -314,20 +324,20 @@ def test_closed_handle_refuses(open_db: Callable[..., Awaitable[AsyncDatabase]])
         with pytest.raises(RiverError):
             await db.run(ListQueues())
 
-    trio.run(main)
+    run(main)
 
 
 # ---------------------------------------------------------------- cancellation: Postgres
 
 
 @pytest.mark.postgres
-def test_pg_cancel_is_server_side_and_connection_reused(migrated_pg: str) -> None:
+def test_pg_cancel_is_server_side_and_connection_reused(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
             async with db.executor() as ex:
                 pid = (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0]
-            with trio.CancelScope() as scope:
-                async with trio.open_nursery() as nursery:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as nursery:
                     async def sleeper() -> None:
                         async with db.executor() as ex:
                             await ex.execute(Statement("SELECT pg_sleep(30)"))
@@ -342,11 +352,11 @@ def test_pg_cancel_is_server_side_and_connection_reused(migrated_pg: str) -> Non
                 assert (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0] == pid
                 assert await ex.execute(Statement("SELECT 7")) == [(7,)]
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_pg_cancel_rolls_back_transactions(migrated_pg: str) -> None:
+def test_pg_cancel_rolls_back_transactions(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
             async with db.executor() as ex:
@@ -363,8 +373,8 @@ def test_pg_cancel_rolls_back_transactions(migrated_pg: str) -> None:
                 await db.run(MarkThenWait(planned))
 
             for body in (in_explicit_tx, in_intent_tx):
-                with trio.CancelScope() as scope:
-                    async with trio.open_nursery() as nursery:
+                with anyio.CancelScope() as scope:
+                    async with anyio.create_task_group() as nursery:
                         nursery.start_soon(body)
                         await eventually(lambda: running_query(migrated_pg, pid, "pg_sleep"), "pg_sleep")
                         scope.cancel()
@@ -374,11 +384,11 @@ def test_pg_cancel_rolls_back_transactions(migrated_pg: str) -> None:
             async with db.executor() as ex:
                 assert (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0] == pid
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_pg_dead_idle_connections_are_replaced_and_an_outage_is_typed(migrated_pg: str) -> None:
+def test_pg_dead_idle_connections_are_replaced_and_an_outage_is_typed(run: Run, migrated_pg: str) -> None:
     proxy, url = TcpProxy.in_front_of(migrated_pg)
 
     async def main() -> None:
@@ -396,24 +406,24 @@ def test_pg_dead_idle_connections_are_replaced_and_an_outage_is_typed(migrated_p
                 assert (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0] not in old
 
     try:
-        trio.run(main)
+        run(main)
     finally:
         proxy.close()
 
 
 @pytest.mark.postgres
-def test_pg_terminated_idle_connection_is_replaced(migrated_pg: str) -> None:
+def test_pg_terminated_idle_connection_is_replaced(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
             async with db.executor() as ex:
                 pid = (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0]
-            await trio.to_thread.run_sync(admin_rows, migrated_pg, "SELECT pg_terminate_backend(%s)", (pid,))
+            await anyio.to_thread.run_sync(admin_rows, migrated_pg, "SELECT pg_terminate_backend(%s)", (pid,))
             await eventually(lambda: _gone(migrated_pg, pid), "the backend to exit")
             async with db.executor() as ex:
                 new_pid = (await ex.execute(Statement("SELECT pg_backend_pid()")))[0][0]
             assert new_pid != pid
 
-    trio.run(main)
+    run(main)
 
 
 async def _gone(url: str, pid: int) -> bool:
@@ -421,7 +431,7 @@ async def _gone(url: str, pid: int) -> bool:
 
 
 @pytest.mark.postgres
-def test_pg_failed_statement_keeps_connection(migrated_pg: str) -> None:
+def test_pg_failed_statement_keeps_connection(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg, pool_size=1) as db:
             with pytest.raises(psycopg.errors.DivisionByZero):
@@ -431,11 +441,11 @@ def test_pg_failed_statement_keeps_connection(migrated_pg: str) -> None:
                 assert await ex.execute(Statement("SELECT 1")) == [(1,)]
                 assert not ex.broken
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_pg_acquire_timeout_and_bad_urls(migrated_pg: str) -> None:
+def test_pg_acquire_timeout_and_bad_urls(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_url(migrated_pg, pool_size=1, timeout=0.05) as db:
             async with db.executor():
@@ -450,11 +460,11 @@ def test_pg_acquire_timeout_and_bad_urls(migrated_pg: str) -> None:
             await AsyncDatabase.from_url("postgresql://postgres@127.0.0.1:1/none", connect_timeout=1)
         assert isinstance(caught.value.__cause__, psycopg.OperationalError)
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_pg_connect_dedicated_and_configure(migrated_pg: str) -> None:
+def test_pg_connect_dedicated_and_configure(run: Run, migrated_pg: str) -> None:
     seen: list[int] = []
 
     def configure(conn: psycopg.Connection[Any]) -> None:
@@ -472,25 +482,25 @@ def test_pg_connect_dedicated_and_configure(migrated_pg: str) -> None:
             finally:
                 conn.close()
 
-    trio.run(main)
+    run(main)
 
 
 # ---------------------------------------------------------------- cancellation: SQLite
 
 
-def test_sqlite_interrupt_and_writer_reused(migrated_sqlite: str) -> None:
+def test_sqlite_interrupt_and_writer_reused(run: Run, migrated_sqlite: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
             for readonly in (True, False):
-                with trio.move_on_after(0.2) as scope:
+                with anyio.move_on_after(0.2) as scope:
                     async with db.executor(readonly=readonly) as ex:
                         await ex.execute(Statement(LONG_SQLITE))
                 assert scope.cancelled_caught
             value = uuid.uuid4().hex
-            with trio.move_on_after(0.2) as scope:
+            with anyio.move_on_after(0.2) as scope:
                 await db.run(MarkThenWait(value))
             assert scope.cancelled_caught
-            with trio.move_on_after(0.2) as scope:
+            with anyio.move_on_after(0.2) as scope:
                 async with db.transaction() as ex:
                     await ex.execute(Statement("INSERT INTO trio_marks (v) VALUES (?)", (value,),
                                                fetch=False))
@@ -502,10 +512,10 @@ def test_sqlite_interrupt_and_writer_reused(migrated_sqlite: str) -> None:
                 await ex.execute(Statement("INSERT INTO trio_marks (v) VALUES (?)", (value,), fetch=False))
             assert await count_marks(db, value) == 1
 
-    trio.run(main)
+    run(main)
 
 
-def test_sqlite_nested_writer_refused_and_memory(migrated_sqlite: str) -> None:
+def test_sqlite_nested_writer_refused_and_memory(run: Run, migrated_sqlite: str) -> None:
     async def main() -> None:
         async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db, db.executor():
             with pytest.raises(RiverError, match="single writer"):
@@ -518,14 +528,14 @@ def test_sqlite_nested_writer_refused_and_memory(migrated_sqlite: str) -> None:
             with pytest.raises(ValidationError):
                 await mem.connect_dedicated()
 
-    trio.run(main)
+    run(main)
 
 
 # ---------------------------------------------------------------- other sources
 
 
 @pytest.mark.postgres
-def test_from_pool_restores_mode(migrated_pg: str) -> None:
+def test_from_pool_restores_mode(run: Run, migrated_pg: str) -> None:
     pool: ConnectionPool[Any] = ConnectionPool(migrated_pg, min_size=1, max_size=2, open=True)
 
     async def main() -> None:
@@ -538,7 +548,7 @@ def test_from_pool_restores_mode(migrated_pg: str) -> None:
         await db.aclose()
 
     try:
-        trio.run(main)
+        run(main)
         with pool.connection() as conn:
             assert conn.autocommit is False
     finally:
@@ -546,7 +556,7 @@ def test_from_pool_restores_mode(migrated_pg: str) -> None:
 
 
 @pytest.mark.postgres
-def test_from_sqlalchemy_engine_timeout_bounds_the_wait_for_a_connection(migrated_pg: str) -> None:
+def test_from_sqlalchemy_engine_timeout_bounds_the_wait_for_a_connection(run: Run, migrated_pg: str) -> None:
     engine = sa.create_engine(migrated_pg.replace("postgresql://", "postgresql+psycopg://"),
                               pool_size=1, max_overflow=0)
 
@@ -560,13 +570,13 @@ def test_from_sqlalchemy_engine_timeout_bounds_the_wait_for_a_connection(migrate
             assert await ex.execute(Statement("SELECT 1")) == [(1,)]
 
     try:
-        trio.run(main)
+        run(main)
     finally:
         engine.dispose()
 
 
 @pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
-def test_from_sqlalchemy_engine(kind: str, request: pytest.FixtureRequest) -> None:
+def test_from_sqlalchemy_engine(run: Run, kind: str, request: pytest.FixtureRequest) -> None:
     if kind == "postgres":
         url = request.getfixturevalue("migrated_pg").replace("postgresql://", "postgresql+psycopg://")
         engine = sa.create_engine(url, pool_size=2)
@@ -592,7 +602,7 @@ def test_from_sqlalchemy_engine(kind: str, request: pytest.FixtureRequest) -> No
         await db.aclose()
 
     try:
-        trio.run(main)
+        run(main)
     finally:
         engine.dispose()
 
@@ -601,13 +611,13 @@ def test_from_sqlalchemy_engine(kind: str, request: pytest.FixtureRequest) -> No
 
 
 @pytest.mark.postgres
-def test_caller_tx_psycopg(migrated_pg: str) -> None:
+def test_caller_tx_psycopg(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
-        conn = await trio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg))
+        conn = await anyio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg))
         try:
             ex = await executor_for_caller_tx(conn)
             (res,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
-            await trio.to_thread.run_sync(conn.rollback)
+            await anyio.to_thread.run_sync(conn.rollback)
             async with await AsyncDatabase.from_url(migrated_pg) as db:
                 with pytest.raises(JobNotFoundError):
                     await db.run(GetJob(id=res.job.id))
@@ -616,7 +626,7 @@ def test_caller_tx_psycopg(migrated_pg: str) -> None:
                     (kept,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
                 with pytest.raises(JobNotFoundError):
                     await db.run(GetJob(id=kept.job.id))
-                await trio.to_thread.run_sync(conn.commit)
+                await anyio.to_thread.run_sync(conn.commit)
                 assert (await db.run(GetJob(id=kept.job.id))).id == kept.job.id
             conn.autocommit = True
             with pytest.raises(ValidationError, match="autocommit"):
@@ -624,32 +634,32 @@ def test_caller_tx_psycopg(migrated_pg: str) -> None:
         finally:
             conn.close()
 
-    trio.run(main)
+    run(main)
 
 
 @pytest.mark.postgres
-def test_caller_tx_cancel_leaves_caller_connection_usable(migrated_pg: str) -> None:
+def test_caller_tx_cancel_leaves_caller_connection_usable(run: Run, migrated_pg: str) -> None:
     async def main() -> None:
-        conn = await trio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg))
+        conn = await anyio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg))
         try:
             pid = conn.info.backend_pid
             ex = await executor_for_caller_tx(conn)
-            with trio.CancelScope() as scope:
-                async with trio.open_nursery() as nursery:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as nursery:
                     nursery.start_soon(ex.execute, Statement("SELECT pg_sleep(30)"))
                     await eventually(lambda: running_query(migrated_pg, pid, "pg_sleep"), "pg_sleep")
                     scope.cancel()
             # The caller's transaction is aborted; rolling it back makes the connection usable.
             assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
-            await trio.to_thread.run_sync(conn.rollback)
+            await anyio.to_thread.run_sync(conn.rollback)
             assert await (await executor_for_caller_tx(conn)).execute(Statement("SELECT 3")) == [(3,)]
         finally:
             conn.close()
 
-    trio.run(main)
+    run(main)
 
 
-def test_caller_tx_sqlite_and_sqlalchemy(migrated_sqlite: str) -> None:
+def test_caller_tx_sqlite_and_sqlalchemy(run: Run, migrated_sqlite: str) -> None:
     async def main() -> None:
         conn = connect_sqlite(migrated_sqlite)
         try:
@@ -684,24 +694,22 @@ def test_caller_tx_sqlite_and_sqlalchemy(migrated_sqlite: str) -> None:
         finally:
             same_thread.close()
 
-    trio.run(main)
+    run(main)
 
 
-def test_caller_tx_refuses_unknown_and_asyncio_objects() -> None:
+def test_caller_tx_refuses_unknown_objects(run: Run) -> None:
+    # The asyncio-only kinds: tests/drivers/test_async_caller_tx.py.
     async def main() -> None:
         with pytest.raises(ValidationError, match="cannot run inside"):
             await executor_for_caller_tx(object())
-        fake_async = psycopg.AsyncConnection.__new__(psycopg.AsyncConnection)
-        with pytest.raises(ValidationError, match="asyncio"):
-            await executor_for_caller_tx(fake_async)
 
-    trio.run(main)
+    run(main)
 
 
 # ---------------------------------------------------------------- executor directly
 
 
-def test_executor_on_a_bare_connection(tmp_path: Path) -> None:
+def test_executor_on_a_bare_connection(run: Run, tmp_path: Path) -> None:
     conn = connect_sqlite(str(tmp_path / "bare.sqlite3"))
 
     async def main() -> None:
@@ -718,7 +726,7 @@ def test_executor_on_a_bare_connection(tmp_path: Path) -> None:
         assert not conn.in_transaction
 
     try:
-        trio.run(main)
+        run(main)
     finally:
         conn.close()
 

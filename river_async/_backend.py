@@ -1,0 +1,334 @@
+"""The few primitives the async client takes from its event loop directly, not through AnyIO.
+
+Everything else in ``river_async`` is AnyIO and runs unchanged on trio and on
+asyncio. What is here sits on a hot path (or has no AnyIO equivalent), so each
+backend gets the fastest primitive it has:
+
+- ``utcnow`` / ``current_time``: the loop's clock (trio's, so a
+  ``trio.testing.MockClock`` drives every timer), read once or more per job;
+- ``run_interruptible``: the executor's thread hop for one blocking call that a
+  cancellation interrupts on the database server instead of abandoning (trio:
+  ``start_thread_soon`` and ``wait_task_rescheduled`` with an abort hook;
+  asyncio: a small cache of worker threads and a future);
+- ``ParkingLot``: where idle job tasks wait for a run (``river_async.client._JobTasks``);
+- ``CancelScope``: the job tasks' scope class (trio's own under trio, no wrapper);
+- the exception types a caller's channel or a busy connection raise.
+
+``current()`` picks the running loop's backend (sniffio); ``named(name)`` a given
+one. The trio backend imports trio when it is first built, i.e. only under trio,
+so an asyncio process never loads trio.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import anyio
+import sniffio
+
+T = TypeVar("T")
+
+# A cached worker thread with nothing to do for this long exits.
+IDLE_THREAD_TIMEOUT = 10.0
+
+Interrupt = Callable[[], Callable[[], None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """One event loop's primitives (see the module docstring)."""
+
+    name: str
+    current_time: Callable[[], float]
+    utcnow: Callable[[], datetime]
+    loop_deadline: Callable[[datetime], float]
+    run_interruptible: Callable[..., Any]
+    ParkingLot: Callable[[], Any]
+    CancelScope: Callable[..., Any]
+    cancelled: type[BaseException]
+    busy_error: type[Exception]
+    would_block: tuple[type[BaseException], ...]
+    closed_channel: tuple[type[BaseException], ...]
+
+
+_built: dict[str, Backend] = {}
+
+
+def named(name: str) -> Backend:
+    """The backend for ``name`` ('trio' or 'asyncio'), built on first use."""
+    backend = _built.get(name)
+    if backend is None:
+        if name == "trio":
+            backend = _trio_backend()
+        elif name == "asyncio":
+            backend = _asyncio_backend()
+        else:
+            raise ValueError(f"unsupported async backend {name!r}: river runs on 'trio' or 'asyncio'")
+        _built[name] = backend
+    return backend
+
+
+def current() -> Backend:
+    """The running event loop's backend."""
+    return named(sniffio.current_async_library())
+
+
+def utcnow() -> datetime:
+    """Now on the running loop's clock (wall time at the run's first call plus loop time since)."""
+    return current().utcnow()
+
+
+def loop_deadline(when: datetime) -> float:
+    """The loop clock reading at which ``utcnow()`` reaches ``when``."""
+    return current().loop_deadline(when)
+
+
+def _clock(current_time: Callable[[], float], base: Callable[[], tuple[datetime, float] | None],
+           keep: Callable[[tuple[datetime, float]], None]) -> tuple[Callable[[], datetime],
+                                                                    Callable[[datetime], float]]:
+    """``utcnow`` and ``loop_deadline`` on a loop clock, with a (wall, loop) base pair per run."""
+
+    def pair() -> tuple[datetime, float]:
+        found = base()
+        if found is None:
+            found = (datetime.now(UTC), current_time())
+            keep(found)
+        return found
+
+    def now() -> datetime:
+        wall, start = pair()
+        return wall + timedelta(seconds=current_time() - start)
+
+    def deadline(when: datetime) -> float:
+        wall, start = pair()
+        return start + (when - wall).total_seconds()
+
+    return now, deadline
+
+
+# ---------------------------------------------------------------- trio
+
+
+def _trio_backend() -> Backend:
+    import outcome
+    import trio
+
+    base_var: trio.lowlevel.RunVar[tuple[datetime, float]] = trio.lowlevel.RunVar("river_async_clock_base")
+
+    def base() -> tuple[datetime, float] | None:
+        try:
+            return base_var.get()
+        except LookupError:
+            return None
+
+    now, deadline = _clock(trio.current_time, base, base_var.set)
+
+    async def run_interruptible(work: Callable[[], T], interrupt: Interrupt) -> T:
+        token = trio.lowlevel.current_trio_token()
+        task = trio.lowlevel.current_task()
+        cancel_done: trio.Event | None = None
+
+        def report(result: outcome.Outcome[T]) -> None:
+            # Wrapped once more: wait_task_rescheduled unwraps, we want the outcome itself.
+            token.run_sync_soon(trio.lowlevel.reschedule, task, outcome.Value(result))
+
+        def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
+            nonlocal cancel_done
+            if cancel_done is None:
+                done = cancel_done = trio.Event()
+                blocking = interrupt()
+                if blocking is None:
+                    done.set()
+                else:
+                    trio.lowlevel.start_thread_soon(
+                        blocking, lambda _r: token.run_sync_soon(done.set), name="river-async-cancel")
+            # The worker keeps the connection until it returns; we resume only then.
+            return trio.lowlevel.Abort.FAILED
+
+        trio.lowlevel.start_thread_soon(work, report, name="river-async-db")
+        result: outcome.Outcome[T] = await trio.lowlevel.wait_task_rescheduled(abort)
+        if cancel_done is not None:
+            with trio.CancelScope(shield=True):
+                await cancel_done.wait()
+            if isinstance(result, outcome.Error):
+                await trio.lowlevel.checkpoint()  # raises Cancelled unless the deadline moved
+        return result.unwrap()
+
+    class BusyConnectionError(anyio.BusyResourceError, trio.BusyResourceError):
+        """Another task is using this connection (catchable as trio's and AnyIO's error)."""
+
+    return Backend(
+        name="trio",
+        current_time=trio.current_time,
+        utcnow=now,
+        loop_deadline=deadline,
+        run_interruptible=run_interruptible,
+        ParkingLot=trio.lowlevel.ParkingLot,
+        CancelScope=trio.CancelScope,
+        cancelled=trio.Cancelled,
+        busy_error=BusyConnectionError,
+        would_block=(anyio.WouldBlock, trio.WouldBlock),
+        closed_channel=(anyio.BrokenResourceError, anyio.ClosedResourceError,
+                        trio.BrokenResourceError, trio.ClosedResourceError),
+    )
+
+
+# ---------------------------------------------------------------- asyncio
+
+
+class _ThreadCache:
+    """Worker threads reused for blocking calls, as trio's thread cache: a call takes an idle
+    thread or starts one, so a cancel request never queues behind the statements it cancels."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+
+    def start_soon(self, fn: Callable[[], None], name: str) -> None:
+        """Run ``fn`` (which must not raise) in a worker thread."""
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), name=name, daemon=True).start()
+        inbox.put(fn)
+
+    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            try:
+                fn = inbox.get(timeout=IDLE_THREAD_TIMEOUT)
+            except queue.Empty:
+                with self._lock:
+                    if inbox in self._idle:
+                        self._idle.remove(inbox)
+                        return
+                continue  # taken just now: its call is on the way
+            fn()
+            with self._lock:
+                self._idle.append(inbox)
+
+
+class _AsyncioParkingLot:
+    """trio's ``ParkingLot`` subset the job tasks use: ``park()``, ``unpark()`` (one, FIFO), ``bool``."""
+
+    __slots__ = ("_waiters",)
+
+    def __init__(self) -> None:
+        self._waiters: deque[Any] = deque()
+
+    def __bool__(self) -> bool:
+        return bool(self._waiters)
+
+    def __len__(self) -> int:
+        return len(self._waiters)
+
+    def unpark(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def park(self) -> None:
+        import asyncio
+
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.unpark()  # woken, then cancelled before resuming: the wake goes on
+            else:
+                waiter.cancel()
+            raise
+
+
+def _asyncio_backend() -> Backend:
+    import asyncio
+    import weakref
+
+    bases: weakref.WeakKeyDictionary[Any, tuple[datetime, float]] = weakref.WeakKeyDictionary()
+
+    def loop_time() -> float:
+        return asyncio.get_running_loop().time()
+
+    def base() -> tuple[datetime, float] | None:
+        return bases.get(asyncio.get_running_loop())
+
+    def keep(pair: tuple[datetime, float]) -> None:
+        bases[asyncio.get_running_loop()] = pair
+
+    now, deadline = _clock(loop_time, base, keep)
+    threads = _ThreadCache()
+
+    async def run_interruptible(work: Callable[[], T], interrupt: Interrupt) -> T:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
+
+        def settle(value: Any, error: BaseException | None) -> None:
+            if not done.done():
+                done.set_result((value, error))
+
+        def body() -> None:
+            try:
+                value, error = work(), None
+            except BaseException as exc:
+                value, error = None, exc
+            loop.call_soon_threadsafe(settle, value, error)
+
+        threads.start_soon(body, "river-async-db")
+        try:
+            value, error = await asyncio.shield(done)
+        except asyncio.CancelledError:
+            blocking = interrupt()
+            with anyio.CancelScope(shield=True):
+                if blocking is not None:
+                    cancelled = loop.create_future()
+
+                    def cancel_body() -> None:
+                        blocking()
+                        loop.call_soon_threadsafe(lambda: cancelled.done() or cancelled.set_result(None))
+
+                    threads.start_soon(cancel_body, "river-async-cancel")
+                    await _uncancellable(cancelled)
+                value, error = await _uncancellable(done)
+            if error is not None:
+                raise  # the cancellation: the statement was interrupted
+            # It finished first: its result stands; AnyIO's scope cancels again at the next await.
+            return value  # type: ignore[no-any-return]
+        if error is not None:
+            raise error
+        return value  # type: ignore[no-any-return]
+
+    async def _uncancellable(future: asyncio.Future[Any]) -> Any:
+        # A native task.cancel() inside AnyIO's shield still lands here: wait on regardless.
+        while True:
+            try:
+                return await asyncio.shield(future)
+            except asyncio.CancelledError:
+                if future.done():
+                    return future.result()
+
+    return Backend(
+        name="asyncio",
+        current_time=loop_time,
+        utcnow=now,
+        loop_deadline=deadline,
+        run_interruptible=run_interruptible,
+        ParkingLot=_AsyncioParkingLot,
+        CancelScope=anyio.CancelScope,
+        cancelled=asyncio.CancelledError,
+        busy_error=anyio.BusyResourceError,
+        would_block=(anyio.WouldBlock,),
+        closed_channel=(anyio.BrokenResourceError, anyio.ClosedResourceError),
+    )
+
+
+__all__ = ["Backend", "current", "loop_deadline", "named", "utcnow"]

@@ -1,0 +1,829 @@
+"""The async River client, on trio or asyncio (AnyIO): inserting jobs and working them as tasks.
+
+Same capabilities and names as ``river_sync.Client``; every rule comes from
+``river_protocol`` (``client_core``, ``work``, the machines), so every driver
+records identical rows. This module only does I/O and structured concurrency,
+with trio's rules on both event loops (AnyIO task groups and cancel scopes).
+``river_trio.Client`` and ``river_asyncio.Client`` are this class, bound to
+their event loop (``ANYIO_BACKEND``).
+
+Running it::
+
+    async with river_trio.Client(url, queues=..., workers=...) as client:
+        await client.insert(MyArgs(...))
+    # leaving the block soft-stops (stop()); an exception in the block cancels
+    # the client as a hard stop would and comes out in an ExceptionGroup
+
+    async with anyio.create_task_group() as tg:   # or trio.open_nursery()
+        client = river_asyncio.Client(url, ...)
+        await tg.start(client.run)        # returns once producers are running
+        ...
+        await client.stop()               # or stop_and_cancel()
+
+Everything the client starts (machine runners, notifier, leader services, job
+tasks) lives in a nursery inside ``run``; nothing outlives it, and a crash in
+any of them (a bug: machines never raise for database errors) ends the client
+with that exception in an ``ExceptionGroup``. If ``run`` itself is cancelled
+from outside, the client makes a hard stop first, shielded and bounded by
+``CANCEL_GRACE`` seconds: running jobs are interrupted (back to ``available``
+without consuming an attempt), outcomes are flushed and the leader resigns.
+
+Async workers run inside a cancel scope (see ``river_async.context``); sync
+workers run in threads and are cooperative only. Middleware entries are
+``async def mw(ctx, args, call_next)`` with ``await call_next(ctx, args)``;
+insert middleware entries are ``async def mw(params, call_next)`` around each
+insert, with ``await call_next(params)`` (see ``river_protocol.middleware``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import inspect
+import logging
+import math
+import traceback
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from river_async import _backend
+from river_async.admin import JobsAPI, QueuesAPI
+from river_async.context import CancellationToken, WorkContext
+from river_async.database import AsyncDatabase
+from river_async.events import EventHub, Subscription
+from river_async.leadership import LeaderDriver
+from river_async.notifier import NotifierProtocol, notifier_for
+from river_async.runner import MachineRunner, utcnow
+from river_db.client_base import ClientBase, queue_still_busy
+from river_db.client_support import (
+    ClientStats,
+)
+from river_db.connect import sqlalchemy_kind
+from river_db.insert_middleware import insert_chain
+from river_db.job_runs import JobRun
+from river_db.resumable import ResumableAttempt, raised, returned
+from river_db.urls import dialect_of_url
+from river_protocol.admin import deliver_control_locally
+from river_protocol.client_core import (
+    EventKind,
+    InsertManyParams,
+    InsertPlan,
+    MaintenanceConfig,
+    QueueConfig,
+)
+from river_protocol.errors import RiverError, ValidationError
+from river_protocol.intents import GetQueue, InsertParams, InsertResult
+from river_protocol.leadership import PeriodicJob
+from river_protocol.lifecycle import ClientState
+from river_protocol.machines.base import Stop
+from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
+from river_protocol.machines.producer import Start
+from river_protocol.options import InsertOpts
+from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
+from river_protocol.workers import WorkerEntry
+
+log = logging.getLogger(__name__)
+
+ErrorHandler = Callable[[Any, BaseException], Any]
+CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
+Middleware = Callable[[WorkContext, Any, CallNext], Awaitable[Any]]
+InsertNext = Callable[[Sequence[InsertParams]], Awaitable[list[InsertResult]]]
+InsertMiddleware = Callable[[Sequence[InsertParams], InsertNext], Awaitable[list[InsertResult]]]
+
+CANCEL_GRACE = 10.0  # seconds a cancelled run() may spend on its hard stop
+
+
+# ---------------------------------------------------------------- deadlines
+
+DEADLINE_GRAIN = 0.01  # seconds: deadlines share buckets this wide, so one may fire this much late
+
+
+class _Deadlines:
+    """One task firing run timeouts, in loop time (under trio a MockClock drives it in tests).
+
+    A timer task per job, with its own cancel scope and sleep, was a third of a
+    no-op job's cost; here a deadline is a dict entry in a bucket
+    ``DEADLINE_GRAIN`` wide, dropped when the run ends, and only a new bucket
+    touches the heap or moves the task's wake-up (its scope's deadline).
+    """
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, dict[Any, Callable[[Any], None]]] = {}
+        self._slots: list[int] = []  # a heap of the buckets' slots
+        self._scope: Any = None
+
+    def add(self, run: Any, when: float, action: Callable[[Any], None]) -> int:
+        """Call ``action(run)`` at loop time ``when``; returns the slot to ``drop`` it from."""
+        slot = -int(-when // DEADLINE_GRAIN)  # rounded up: a deadline never fires early
+        bucket = self._buckets.get(slot)
+        if bucket is None:
+            bucket = self._buckets[slot] = {}
+            heapq.heappush(self._slots, slot)
+            if self._scope is not None and slot == self._slots[0]:
+                self._scope.deadline = slot * DEADLINE_GRAIN
+        bucket[run] = action
+        return slot
+
+    def drop(self, run: Any, slot: int) -> None:
+        bucket = self._buckets.get(slot)
+        if bucket is not None:
+            bucket.pop(run, None)
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        backend = _backend.current()
+        task_status.started()
+        while True:
+            wake = self._slots[0] * DEADLINE_GRAIN if self._slots else math.inf
+            with backend.CancelScope(deadline=wake) as scope:
+                self._scope = scope
+                await anyio.sleep_forever()
+            self._scope = None
+            now = backend.current_time()
+            while self._slots and self._slots[0] * DEADLINE_GRAIN <= now:
+                for run, action in self._buckets.pop(heapq.heappop(self._slots), {}).items():
+                    try:
+                        action(run)
+                    except Exception:
+                        log.exception("river: a deadline action failed")
+
+
+# ---------------------------------------------------------------- job tasks
+
+
+class _JobTasks:
+    """Runs waiting for a job task, and the job tasks parked waiting for a run.
+
+    At most one task is being woken (or started, by ``spawn``) at a time: the
+    one that takes a run wakes the next if runs are left. A claim of no-op jobs
+    then costs one wake-up, not one per job, while jobs that wait still each
+    get a task of their own at the next scheduling round. Tasks never exceed
+    the most runs in progress at once; parked ones stay until the client's
+    task group ends. The parking lot is the backend's (trio's own under trio).
+    """
+
+    def __init__(self, spawn: Callable[[], None], backend: _backend.Backend | None = None) -> None:
+        self._spawn = spawn  # starts a new task, which calls take(fresh=True)
+        self._runs: deque[JobRun] = deque()
+        self._parked = (backend or _backend.current()).ParkingLot()
+        self._waking = 0  # tasks woken or started that have not looked for a run yet
+
+    def submit(self, run: JobRun) -> None:
+        self._runs.append(run)
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._runs and not self._waking:
+            self._waking = 1
+            if self._parked:
+                self._parked.unpark()
+            else:
+                self._spawn()
+
+    async def take(self, *, fresh: bool = False) -> JobRun:
+        """The next run; ``fresh`` for a task's first call."""
+        if fresh:
+            self._waking -= 1
+        while not self._runs:
+            await self._parked.park()
+            self._waking -= 1
+        run = self._runs.popleft()
+        self._wake()
+        return run
+
+
+def _holds_cancelled(exc: BaseException, cancelled: type[BaseException]) -> bool:
+    """The loop's cancellation, or a group holding one (a worker's own task group, cancelled)."""
+    if isinstance(exc, cancelled):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(cancelled) is not None
+
+
+_Ended = tuple[Any, BaseException | None, str]  # a worker's result, error and traceback text
+
+
+def _interrupted(run: JobRun) -> _Ended:
+    """The ending of a run its token's cancellation interrupted."""
+    cause = run.token.cause
+    assert cause is not None
+    return None, WorkCancelled(cause), ""
+
+
+# ---------------------------------------------------------------- database argument
+
+
+def _dialect_of(database: Any) -> str:
+    """'postgres' or 'sqlite' for any accepted ``database`` argument, without connecting."""
+    if isinstance(database, AsyncDatabase):
+        return database.dialect.name
+    if isinstance(database, Path):
+        return "sqlite"
+    if isinstance(database, str):
+        return dialect_of_url(database)
+    module = type(database).__module__
+    if module.startswith("psycopg_pool"):
+        return "postgres"
+    if module.startswith("sqlalchemy"):
+        return sqlalchemy_kind(database)
+    raise ValidationError(
+        f"unsupported database {type(database).__qualname__}: pass a URL, a SQLite path, a "
+        "psycopg_pool.ConnectionPool, a SQLAlchemy Engine or an AsyncDatabase"
+    )
+
+
+async def _open_database(database: Any, schema: str | None) -> tuple[AsyncDatabase, bool]:
+    """(AsyncDatabase, owned) for any accepted ``database`` argument."""
+    if isinstance(database, AsyncDatabase):
+        if schema is not None and database.dialect.schema != schema:
+            raise ValidationError(
+                f"schema {schema!r} differs from the AsyncDatabase's schema {database.dialect.schema!r}"
+            )
+        return database, False
+    if isinstance(database, Path):
+        return await AsyncDatabase.from_sqlite_path(str(database), schema=schema), True
+    if isinstance(database, str):
+        return await AsyncDatabase.from_url(database, schema=schema), True
+    if type(database).__module__.startswith("psycopg_pool"):
+        return AsyncDatabase.from_pool(database, schema=schema), False
+    return AsyncDatabase.from_sqlalchemy_engine(database, schema=schema), False
+
+
+def is_async_worker(entry: WorkerEntry) -> bool:
+    """Async workers run as tasks (interruptible); anything else runs in a thread (cooperative)."""
+    fn = entry.fn
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+async def _maybe_await(value: Any) -> Any:
+    if value is not None and inspect.isawaitable(value):  # None first: most jobs return it
+        return await value
+    return value
+
+
+async def resumable_middleware(ctx: WorkContext, args: Any, call_next: CallNext) -> Any:
+    """Outermost middleware: records step progress when an attempt doesn't succeed."""
+    if ResumableAttempt.quick(ctx):
+        try:
+            result = await call_next(ctx, args)
+        except BaseException:
+            if ctx._resumable_state is not None:
+                raised(ctx)
+            raise
+        return returned(ctx, result)
+    with ResumableAttempt(ctx) as attempt:
+        return attempt.returned(await call_next(ctx, args))
+
+
+# ---------------------------------------------------------------- the client
+
+
+class Client(ClientBase):
+    """A River client on Postgres or SQLite, run under trio or asyncio.
+
+    ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
+    file path, a ``psycopg_pool.ConnectionPool``, a SQLAlchemy ``Engine`` or an
+    ``AsyncDatabase``. The constructor does no I/O; a URL or path is
+    opened when the client starts (or at the first call needing it) and closed
+    when it stops. Without ``queues`` the client is insert-only.
+
+    Workers are ``async def fn(ctx, args)`` (or ``fn(args)``), or plain
+    functions that run in a thread. Outcomes as in ``river_sync``: returning
+    completes; raising or returning ``JobSnooze``/``JobCancel``/``JobDiscard``
+    (or a ``WorkOutcome``) requests that outcome; other exceptions are retried.
+    ``error_handler(job, exc)`` (sync or async) may return True to cancel.
+    """
+
+    # The event loop this class runs on ('trio', 'asyncio'); None: whichever runs it.
+    ANYIO_BACKEND: ClassVar[str | None] = None
+    _log = log
+    _clock = utcnow
+    _outermost = resumable_middleware
+    jobs: JobsAPI
+    queues: QueuesAPI
+    _leadership: LeaderDriver
+    _events: EventHub
+    _producers: dict[str, MachineRunner]
+    _completer: MachineRunner | None
+
+    def _bind_database(self, database: Any, schema: str | None) -> str:
+        dialect = _dialect_of(database)
+        if isinstance(database, AsyncDatabase) and schema is not None and database.dialect.schema != schema:
+            raise ValidationError(
+                f"schema {schema!r} differs from the AsyncDatabase's schema {database.dialect.schema!r}"
+            )
+        self._database_arg = database
+        self._schema_arg = schema
+        self._db: AsyncDatabase | None = database if isinstance(database, AsyncDatabase) else None
+        self._owns_db = False
+        return dialect
+
+    def _make_leadership(self, periodic_jobs: Sequence[PeriodicJob]) -> LeaderDriver:
+        return LeaderDriver(self._core, self._db, periodic_jobs)
+
+    def _init_driver(self) -> None:
+        self.jobs = JobsAPI(self)
+        self.queues = QueuesAPI(self)
+        self._events = EventHub()
+        self._runs_empty = anyio.Event()
+        self._runs_empty.set()
+        self._pending_producers: dict[str, Any] = {}
+        # Sync workers' threads: bounded by the queues' max_workers already, so not by AnyIO's default 40.
+        self._worker_threads = anyio.CapacityLimiter(math.inf)
+        self._notifier: NotifierProtocol | None = None
+        self._nursery: anyio.abc.TaskGroup | None = None
+        self._runtime_scope: anyio.CancelScope | None = None
+        self._stop_begun = False
+        self._finished = anyio.Event()  # the stop sequence is done: run() may return
+        self._stopped = anyio.Event()  # run() has returned
+        self._runtime_exited = False
+        self._deadlines = _Deadlines()
+        self._backend: _backend.Backend | None = None  # the loop's primitives, once run() starts
+        self._job_tasks: _JobTasks | None = None
+        self._chains: dict[int, tuple[WorkerEntry, CallNext | None]] = {}
+        self._open_lock = anyio.Lock()
+        self._cm_nursery: Any = None
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def schema(self) -> str | None:
+        if self._db is not None:
+            return self._db.dialect.schema
+        return self._schema_arg
+
+    @property
+    def database(self) -> AsyncDatabase:
+        """The open ``AsyncDatabase`` (after start or the first call that needed it)."""
+        if self._db is None:
+            raise RiverError("the client's database is not open yet: start the client or await a call first")
+        return self._db
+
+    async def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
+        """Wait until ``is_leader == value``; False if ``timeout`` (seconds, loop clock) passed first."""
+        with anyio.move_on_after(timeout):
+            await self._leadership.wait_leader(value)
+            return True
+        return False
+
+    async def _ensure_db(self) -> AsyncDatabase:
+        async with self._open_lock:
+            if self._db is None:
+                if self._lifecycle.state is ClientState.STOPPED:
+                    raise RiverError("the client is stopped")
+                self._db, self._owns_db = await _open_database(self._database_arg, self._schema_arg)
+                self._leadership._db = self._db
+            return self._db
+
+    async def aclose(self) -> None:
+        """Close a database the client opened itself (for insert-only use without ``run``)."""
+        if self._lifecycle.state in (ClientState.NEW, ClientState.STOPPED):
+            await self._close_owned_db()
+
+    async def _close_owned_db(self) -> None:
+        if self._owns_db and self._db is not None:
+            with anyio.CancelScope(shield=True):
+                await self._db.aclose()
+
+    # ---------------------------------------------------------------- insert
+
+    async def insert(self, args: Any, opts: InsertOpts | None = None, *, tx: Any = None) -> InsertResult:
+        """Insert one job; with ``tx`` it exists (and is announced) only if ``tx`` commits."""
+        return (await self._insert((InsertManyParams(args, opts),), tx))[0]
+
+    async def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> list[InsertResult]:
+        """Insert args / ``InsertManyParams`` atomically; results follow the input order."""
+        return await self._insert(tuple(items), tx)
+
+    async def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
+        plan = self._core.plan_insert(items, type(self)._clock())
+        if self._insert_middleware:
+            return await self._insert_through_middleware(plan, tx)
+        return await self._insert_plan(plan, tx)
+
+    async def _insert_through_middleware(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
+        async def innermost(jobs: Sequence[InsertParams]) -> list[InsertResult]:
+            return await self._insert_plan(plan.with_jobs(jobs), tx)
+
+        return list(await insert_chain(self._insert_middleware, innermost)(plan.insert.jobs))
+
+    async def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
+        if tx is not None:
+            from river_async.txadapt import executor_for_caller_tx
+
+            executor = await executor_for_caller_tx(tx, schema=self.schema, expect=self.dialect_name)
+            # The Notify rides in the insert's transaction: announced only if it commits.
+            results = [await executor.run(intent) for intent in plan.intents]
+            return list(results[0])
+        db = await self._ensure_db()
+        async with db.transaction() as ex:
+            results = [await ex.run(intent) for intent in plan.intents]
+        # Our own producers hear about it at once, listener or not (§5.4).
+        self._poke(plan.available_queues)
+        return list(results[0])
+
+    # ---------------------------------------------------------------- events
+
+    def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
+        """Events of ``kinds`` (all when None) in a bounded channel; overflow is counted in ``dropped``."""
+        return self._events.subscribe(kinds, maxsize)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _reconfigured(self) -> None:
+        # Queues added before start() wait in _pending_producers; a reconfigure replaces the set.
+        self._pending_producers = {n: p for n, p in self._pending_producers.items() if n in self._core.queues}
+
+    async def __aenter__(self) -> Client:
+        cm = anyio.create_task_group()
+        nursery = await cm.__aenter__()
+        try:
+            await nursery.start(self.run)
+        except BaseException as exc:
+            if not await cm.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        self._cm_nursery = cm
+        return self
+
+    async def __aexit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        cm, self._cm_nursery = self._cm_nursery, None
+        if exc is None:
+            try:
+                await self.stop()
+            except BaseException as stop_exc:
+                return bool(await cm.__aexit__(type(stop_exc), stop_exc, stop_exc.__traceback__))
+        # An exception in the block cancels the nursery: run() makes its shielded hard stop.
+        return bool(await cm.__aexit__(typ, exc, tb))
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run the client until it is stopped; ``await nursery.start(client.run)`` returns once it works."""
+        if self._lifecycle.state is not ClientState.NEW:
+            raise RiverError(f"client cannot start: it is {self._lifecycle.state}")
+        backend = self._backend = self._running_backend()
+        self._job_tasks = _JobTasks(self._spawn_job_task, backend)
+        self._lifecycle.advance(ClientState.STARTING)
+        try:
+            await self._ensure_db()
+            async with anyio.create_task_group() as outer:
+                await outer.start(self._runtime)
+                task_status.started()
+                try:
+                    await self._finished.wait()
+                except backend.cancelled:
+                    if not self._runtime_exited:
+                        with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_GRACE):
+                            await self._stop_sequence(hard=True, escalate_after=None)
+                    raise
+                finally:
+                    if self._runtime_scope is not None:
+                        self._runtime_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The inner nursery's group is what callers see, not one wrapped in ours.
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0], BaseExceptionGroup):
+                raise group.exceptions[0] from None
+            raise
+        finally:
+            self._lifecycle.end()
+            self._events.close_all()
+            await self._close_owned_db()
+            self._finished.set()
+            self._stopped.set()
+
+    def _running_backend(self) -> _backend.Backend:
+        backend = _backend.current()
+        wanted = self.ANYIO_BACKEND
+        if wanted is not None and backend.name != wanted:
+            raise RiverError(
+                f"{type(self).__module__}.{type(self).__qualname__} runs under {wanted}, not "
+                f"{backend.name}: use river_{backend.name}.Client"
+            )
+        return backend
+
+    async def _runtime(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        # Shielded: an outside cancel of run() must leave producers and the completer up for
+        # its hard stop; the scope is cancelled explicitly once run() is done with them.
+        self._runtime_scope = anyio.CancelScope(shield=True)
+        try:
+            with self._runtime_scope:
+                async with anyio.create_task_group() as nursery:
+                    self._nursery = nursery
+                    if self._core.works_jobs:
+                        await self._start_runtime(nursery)
+                    if self._lifecycle.state is ClientState.STARTING:  # else a stop came first
+                        self._lifecycle.advance(ClientState.STARTED)
+                    task_status.started()
+                    await anyio.sleep_forever()
+        finally:
+            self._runtime_exited = True
+            self._nursery = None
+
+    async def _start_runtime(self, nursery: anyio.abc.TaskGroup) -> None:
+        db = self.database
+        await nursery.start(self._deadlines.run)
+        self._completer = MachineRunner(
+            self._core.make_completer(), db, name="completer", on_output=self._on_completer_output
+        )
+        await nursery.start(self._completer.run)
+        producers = {**self._core.make_producers(), **self._pending_producers}
+        self._pending_producers = {}
+        for name, producer in producers.items():
+            self._producers[name] = self._producer_runner(name, producer)
+        notifier = notifier_for(db, enabled=self._core.config.notifications)
+        for topic in (TOPIC_INSERT, TOPIC_CONTROL):
+            await notifier.subscribe(topic, self._on_notification)
+        if self._leadership.enabled:
+            await notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification)
+        await nursery.start(notifier.run)
+        self._notifier = notifier
+        for runner in self._producers.values():
+            await nursery.start(runner.run, Start())
+        await self._leadership.start(nursery, db)
+
+    def _producer_runner(self, name: str, producer: Any) -> MachineRunner:
+        return MachineRunner(
+            producer, self.database, name=f"producer-{name}", on_output=self._producer_hook(name),
+            readonly=lambda intent: isinstance(intent, GetQueue),
+        )
+
+    async def stop(self, timeout: timedelta | float | None = None) -> None:
+        """Soft stop: stop fetching, let running jobs finish, flush their outcomes, then return
+        once ``run`` has ended.
+
+        Jobs still running after ``timeout`` (default: ``soft_stop_timeout``;
+        seconds on the loop's clock, or a timedelta) are cancelled as by
+        ``stop_and_cancel``. Without either, it waits for every job.
+        """
+        limit = timeout if timeout is not None else self.soft_stop_timeout
+        seconds = limit.total_seconds() if isinstance(limit, timedelta) else limit
+        await self._stop(hard=False, escalate_after=seconds)
+
+    async def stop_and_cancel(self) -> None:
+        """Hard stop: cancel every running job (stop cause), then stop as ``stop()`` does.
+
+        Async workers are interrupted at their next checkpoint; those jobs go
+        back to ``available`` without consuming an attempt (River's
+        "interrupted"), as do sync workers that give up with ``WorkCancelled``.
+        """
+        await self._stop(hard=True, escalate_after=None)
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the client has stopped; False if ``timeout`` (seconds, loop clock) passed first."""
+        with anyio.move_on_after(timeout):
+            await self._stopped.wait()
+        # Not "returned inside the block": a set Event's wait still checkpoints, so a 0 s
+        # deadline would report a stopped client as still running.
+        return self._stopped.is_set()
+
+    async def _stop(self, *, hard: bool, escalate_after: float | None) -> None:
+        if self._lifecycle.state is ClientState.NEW:
+            self._lifecycle.advance(ClientState.STOPPED)
+            await self._close_owned_db()
+            self._finished.set()
+            self._stopped.set()
+            return
+        if hard:
+            self._hard_stop = True
+            self._cancel_all(CancelCause.STOP)
+        if not self._stop_begun:
+            await self._stop_sequence(hard=hard, escalate_after=escalate_after)
+        await self._stopped.wait()
+
+    async def _stop_sequence(self, *, hard: bool, escalate_after: float | None) -> None:
+        if self._stop_begun:
+            return
+        self._stop_begun = True
+        if hard:
+            self._hard_stop = True
+            self._cancel_all(CancelCause.STOP)
+        self._lifecycle.advance(ClientState.STOPPING)
+        try:
+            if self._core.works_jobs and self._completer is not None:
+                for runner in self._producers.values():
+                    runner.post(Stop())
+                if not await self._wait_producers(escalate_after):
+                    log.warning("river: soft stop timed out; cancelling running jobs")
+                    self._hard_stop = True
+                    self._cancel_all(CancelCause.STOP)
+                    await self._wait_producers(None)
+                # Every outcome must reach the completer before it is told to stop.
+                while self._runs:
+                    await self._runs_empty.wait()
+                self._completer.post(Stop())
+                await self._completer.done.wait()
+            await self._leadership.stop()
+        finally:
+            self._finished.set()
+
+    async def _wait_producers(self, timeout: float | None) -> bool:
+        with anyio.move_on_after(timeout):
+            for runner in list(self._producers.values()):
+                if runner.started:
+                    await runner.done.wait()
+            return True
+        return False
+
+    async def _deliver_control(self, payload: str, *, in_caller_tx: bool) -> None:
+        """Hand this client's own control message to its producers where ``deliver_control_locally``
+        says so; return once each running one applied it (a pause then holds when pause() returns)."""
+        if not deliver_control_locally(payload, in_caller_tx=in_caller_tx,
+                                       listening=self._core.config.notifications):
+            return
+        for runner, ack in self._post_own_control(payload, anyio.Event):
+            # A runner that ended meanwhile will never answer; nothing of it fetches either.
+            await _first_set(ack, runner.done)
+
+    # ---------------------------------------------------------------- running jobs
+
+    def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
+        clock = type(self)._clock
+        job_tasks = self._job_tasks
+        assert job_tasks is not None
+        for job in jobs:
+            plan = self._core.plan_job(job)
+            run = JobRun(queue, plan, CancellationToken(), clock())
+            self._runs.add(run)
+            if self._runs_empty.is_set():
+                self._runs_empty = anyio.Event()
+            if plan.immediate is not None:
+                self._finish_run(run, plan.immediate, metadata={})
+                continue
+            job_tasks.submit(run)
+
+    def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
+        """The middleware chain around an async worker, built once per worker; None for a sync one."""
+        cached = self._chains.get(id(worker))
+        if cached is not None and cached[0] is worker:
+            return cached[1]
+        chain: CallNext | None = None
+        if is_async_worker(worker):
+            async def call(ctx: WorkContext, args: Any) -> Any:
+                return await _maybe_await(worker.call(ctx, args))
+
+            chain = self._with_middleware(call)
+        self._chains[id(worker)] = (worker, chain)
+        return chain
+
+    def _sync_chain(self, worker: WorkerEntry) -> CallNext:
+        """The middleware chain around a sync worker, which runs in a thread."""
+        async def call(ctx: WorkContext, args: Any) -> Any:
+            result = await self._in_thread(lambda: worker.call(ctx, args))
+            return await _maybe_await(result)
+
+        return self._with_middleware(call)
+
+    def _watch_timeout(self, run: JobRun) -> None:
+        """Set the run's token at its timeout, then watch for it being stuck (``river_db.job_runs``);
+        ``_unwatch`` once the run ends. Both moments sit in the client's ``_Deadlines`` buckets.
+
+        The token, not a deadline on the run's scope, so an async worker sees
+        ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as a sync worker does.
+        A sync worker's thread can't be interrupted: it keeps its slot until it
+        returns, and the stuck check is what reports it.
+        """
+        timeout = run.plan.timeout
+        if timeout is not None:
+            assert self._backend is not None
+            run.deadline_slot = self._deadlines.add(
+                run, self._backend.current_time() + timeout.total_seconds(), self._on_timeout)
+
+    def _unwatch(self, run: JobRun) -> None:
+        if run.deadline_slot is not None:
+            self._deadlines.drop(run, run.deadline_slot)
+            run.deadline_slot = None
+
+    def _on_timeout(self, run: JobRun) -> None:
+        run.deadline_slot = None
+        timeout = run.plan.timeout
+        if self._runs.timeout_reached(run) and timeout is not None:
+            # The timeout fired about start + timeout: stuck after the rest of stuck_after.
+            later = (self._core.stuck_after(timeout) - timeout).total_seconds()
+            assert self._backend is not None
+            run.deadline_slot = self._deadlines.add(run, self._backend.current_time() + later, self._on_stuck)
+
+    def _on_stuck(self, run: JobRun) -> None:
+        run.deadline_slot = None
+        self._runs.stuck_reached(run)
+
+    async def _in_thread(self, fn: Callable[[], Any]) -> Any:
+        """A sync worker: its thread can't be interrupted, so the timer only sets its token."""
+        return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False, limiter=self._worker_threads)
+
+    def _spawn_job_task(self) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(self._job_task, name="river-job-task")
+
+    async def _job_task(self) -> None:
+        """A long-lived job task: works runs from ``_job_tasks`` until the client's nursery ends.
+
+        Its runs share one cancel scope, which their tokens cancel; a scope can't be
+        reopened, so once one is cancelled the rest of that run's ending happens outside
+        it and the task goes on in a new one. A scope and a task per job were most of
+        what trio spent on a no-op job. The scope is the backend's (trio's own under trio).
+        """
+        assert self._backend is not None and self._job_tasks is not None
+        new_scope, job_tasks = self._backend.CancelScope, self._job_tasks
+        fresh = True
+        while True:
+            with new_scope() as scope:
+                while True:
+                    run = await job_tasks.take(fresh=fresh)
+                    fresh = False
+                    ended = await self._call_worker(run, scope)
+                    if scope.cancel_called:
+                        break
+                    await self._end_run(run, *ended)
+            await self._end_run(run, *ended)
+
+    async def _call_worker(self, run: JobRun, scope: Any) -> _Ended:
+        """Run the worker and its middleware; (result, error, traceback text).
+
+        An async worker's token cancels ``scope`` (its task's, shared by its runs). The
+        token, not a deadline on the scope, carries the timeout, so an async worker sees
+        ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as a sync worker does.
+        """
+        worker = run.plan.worker
+        assert worker is not None
+        ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
+        run.ctx = ctx
+        chain = self._async_chain(worker)
+        if chain is not None:
+            run.token.scope = scope
+            if run.token.cause is not None:
+                scope.cancel()
+        if self._hard_stop:
+            run.token.cancel(CancelCause.STOP)
+        self._watch_timeout(run)
+        try:
+            return await (chain or self._sync_chain(worker))(ctx, run.plan.args), None, ""
+        except Exception as exc:
+            return None, exc, traceback.format_exc()
+        except BaseException as exc:
+            # Ours only when this scope was cancelled; an outer cancellation ends the task.
+            assert self._backend is not None
+            if scope.cancel_called and _holds_cancelled(exc, self._backend.cancelled):
+                return _interrupted(run)
+            raise
+        finally:
+            run.token.scope = None
+            self._unwatch(run)
+
+    async def _end_run(self, run: JobRun, result: Any, error: BaseException | None, trace: str) -> None:
+        cause = run.token.cause
+        outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
+        handler_cancel = False
+        if self._error_handler is not None and error is not None and wants_error_handler(outcome, cause):
+            try:
+                handler_cancel = bool(await _maybe_await(self._error_handler(run.plan.job, error)))
+            except Exception:
+                log.exception("river: error handler failed for job %d", run.plan.job.id)
+        self._finish_run(run, outcome, run.ctx.metadata_updates, handler_cancel)
+
+    def _forget_held(self, run: JobRun) -> None:
+        self._runs.forget(run)
+        if not self._runs:
+            self._runs_empty.set()
+
+    # ---------------------------------------------------------------- runtime queues (client.queues)
+
+    def _add_queue(self, name: str, config: QueueConfig) -> None:
+        if self._lifecycle.ending:
+            raise RiverError(f"cannot add queue {name!r}: the client is {self._lifecycle.state}")
+        producer = self._core.add_queue(name, config)
+        if not self._lifecycle.running or self._nursery is None:
+            self._pending_producers[name] = producer  # run() starts it with the others
+            return
+        runner = self._producer_runner(name, producer)
+        self._producers[name] = runner
+        self._nursery.start_soon(runner.run, Start())
+
+    async def _remove_queue(self, name: str, timeout: float | None) -> None:
+        if name not in self._core.queues:
+            self._core.remove_queue(name)  # raises the not-added error
+        self._pending_producers.pop(name, None)
+        runner = self._producers.get(name)
+        if runner is not None and self._lifecycle.running and runner.started:
+            runner.post(Stop())
+            with anyio.move_on_after(timeout):
+                await runner.done.wait()
+            if not runner.done.is_set():
+                raise queue_still_busy(name, timeout)
+            runner.finish()
+        self._core.remove_queue(name)
+        self._producers.pop(name, None)
+
+
+async def _first_set(*events: anyio.Event) -> None:
+    async with anyio.create_task_group() as nursery:
+        async def wait(event: anyio.Event) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in events:
+            nursery.start_soon(wait, event)
+
+
+__all__ = ["Client", "ClientStats", "InsertManyParams", "MaintenanceConfig", "QueueConfig"]

@@ -1,0 +1,157 @@
+"""Assertions about inserted jobs for async code: ``await require_inserted(target, ...)``.
+
+The targets, expectations and verdicts are ``river_sync.testing``'s (see
+``river_sync.testing.assertions`` and ``river_db.testing.expectations``);
+only the reading is async:
+
+- an async ``Client`` or an ``AsyncDatabase`` (committed jobs; an
+  insert-only client that has not opened its database yet opens it);
+- a database URL or SQLite path (opened and closed for the check);
+- a transaction: the blocking psycopg connection, SQLAlchemy Connection/Session
+  or sqlite connection that ``client.insert(..., tx=tx)`` was given, read in that
+  transaction (in a worker thread), so its uncommitted jobs are visible there
+  only; an autocommit connection outside a transaction is read directly;
+  ``tx=`` does the same while the target (a client) gives the schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from river_async.database import AsyncDatabase
+from river_async.executor import AsyncExecutor
+from river_db.connect import dialect_for, outside_tx
+from river_db.testing.expectations import (
+    ExpectedJob,
+    InsertedJob,
+    expectations_of,
+    judge_inserted,
+    judge_many_inserted,
+    judge_not_inserted,
+    list_jobs_page,
+    page_after,
+)
+from river_protocol.golang.gotime import GoTime
+from river_protocol.job import JobRow
+from river_protocol.states import JobState
+
+
+@asynccontextmanager
+async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> AsyncIterator[AsyncExecutor]:
+    """An async executor reading ``river_job`` through ``target`` (see the module docstring)."""
+    from river_async.client import Client
+
+    if isinstance(target, Client):
+        if schema is None:
+            schema = target.schema
+        if tx is None:
+            target = await target._ensure_db()
+    if schema is None and isinstance(target, AsyncDatabase):
+        schema = target.dialect.schema
+    if tx is not None:
+        target = tx
+    if isinstance(target, AsyncDatabase):
+        async with target.executor(readonly=True) as ex:
+            yield ex
+        return
+    if isinstance(target, str | Path):
+        text = str(target)
+        if isinstance(target, str) and "://" in text:
+            db = await AsyncDatabase.from_url(text, schema=schema)
+        else:
+            db = await AsyncDatabase.from_sqlite_path(text, schema=schema)
+        async with db, db.executor(readonly=True) as ex:
+            yield ex
+        return
+    plain = outside_tx(target)
+    if plain is not None:
+        yield AsyncExecutor(target, dialect_for(plain, schema), in_caller_tx=True)
+        return
+    from river_async.txadapt import executor_for_caller_tx
+
+    yield await executor_for_caller_tx(target, schema=schema)
+
+
+async def jobs_of_kinds(ex: AsyncExecutor, kinds: Sequence[str]) -> list[JobRow]:
+    """Every job of ``kinds``, ordered by id."""
+    rows: list[JobRow] = []
+    after: tuple[Any, int] | None = None
+    while True:
+        page: list[JobRow] = await ex.run(list_jobs_page(kinds, after))
+        rows.extend(page)
+        after = page_after(page)
+        if after is None:
+            return rows
+
+
+async def _read(target: Any, kinds: Sequence[str], tx: Any, schema: str | None) -> tuple[list[JobRow], str]:
+    async with reading(target, tx=tx, schema=schema) as ex:
+        return await jobs_of_kinds(ex, kinds), ex.dialect.name
+
+
+async def require_inserted(
+    target: Any,
+    kind_or_args: Any,
+    *,
+    tx: Any = None,
+    schema: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    state: JobState | str | None = None,
+    tags: Sequence[str] | None = None,
+    scheduled_at: datetime | GoTime | None = None,
+    args: Any = None,
+) -> InsertedJob:
+    """The one inserted job matching the expectation, else ``AssertionError`` listing what was found."""
+    expected = ExpectedJob(kind_or_args, queue=queue, priority=priority, max_attempts=max_attempts,
+                           state=state, tags=tags, scheduled_at=scheduled_at, args=args)
+    return judge_inserted(expected, *await _read(target, [expected.kind], tx, schema))
+
+
+async def require_not_inserted(
+    target: Any,
+    kind_or_args: Any,
+    *,
+    tx: Any = None,
+    schema: str | None = None,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    state: JobState | str | None = None,
+    tags: Sequence[str] | None = None,
+    scheduled_at: datetime | GoTime | None = None,
+    args: Any = None,
+) -> None:
+    """Fail when some job matches every given property (without properties: any job of the kind)."""
+    expected = ExpectedJob(kind_or_args, queue=queue, priority=priority, max_attempts=max_attempts,
+                           state=state, tags=tags, scheduled_at=scheduled_at, args=args)
+    judge_not_inserted(expected, *await _read(target, [expected.kind], tx, schema))
+
+
+async def require_many_inserted(
+    target: Any,
+    expected_jobs: Sequence[ExpectedJob | Any],
+    *,
+    tx: Any = None,
+    schema: str | None = None,
+) -> list[InsertedJob]:
+    """Jobs of the expected kinds were inserted exactly in this order and number, each matching its
+    expectation. Items may be ``ExpectedJob`` values or bare kinds / args types / args values."""
+    expectations = expectations_of(expected_jobs)
+    return judge_many_inserted(expectations, *await _read(target, [e.kind for e in expectations], tx, schema))
+
+
+__all__ = [
+    "ExpectedJob",
+    "InsertedJob",
+    "jobs_of_kinds",
+    "reading",
+    "require_inserted",
+    "require_many_inserted",
+    "require_not_inserted",
+]

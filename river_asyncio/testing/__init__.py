@@ -1,0 +1,13 @@
+"""Test helpers for code using ``river_asyncio``: ``river_sync.testing``'s names, as coroutines where
+they do I/O or run workers (``river_async.testing``; ``InlineClient`` makes ``river_asyncio.Client``s).
+
+Run them inside ``asyncio.run`` or a test runner: anyio's pytest plugin
+(``@pytest.mark.anyio`` with an ``anyio_backend`` fixture returning ``"asyncio"``)
+or pytest-asyncio.
+"""
+
+from river_async.testing import *  # noqa: F403  (the shared helpers; their list is river_async.testing)
+from river_async.testing import __all__ as _shared
+from river_asyncio.testing.inline import InlineClient, inline_client  # noqa: F401  (in __all__)
+
+__all__ = sorted(_shared)

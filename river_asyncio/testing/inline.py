@@ -1,0 +1,26 @@
+"""Inline mode for asyncio code (``river_async.testing.inline``), making ``river_asyncio.Client``s."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from river_async.testing import inline as _shared
+from river_async.testing.inline import InlineResult
+from river_asyncio.client import Client
+
+
+class InlineClient(_shared.InlineClient):
+    __doc__ = _shared.InlineClient.__doc__
+
+    _client_class: ClassVar[type[Client]] = Client
+
+
+def inline_client(client: Client) -> InlineClient:
+    """An inline client on ``client``'s database and settings (workers, middleware, retry policy...).
+
+    ``client`` must not be running; closing the inline client leaves it open.
+    """
+    return _shared.inline_client_of(InlineClient, client)  # type: ignore[return-value]
+
+
+__all__ = ["InlineClient", "InlineResult", "inline_client"]
