@@ -135,14 +135,74 @@ def test_periodic_and_maintenance_run_through_the_pool(h: Harness, bounced: tupl
     assert _states(direct).get("completed", 0) >= 2
 
 
+# Polls so rarely that a job worked within WAIT proves an insert notification woke the queue.
+SLOW_POLL = QueueConfig(fetch_cooldown=timedelta(milliseconds=5), fetch_poll_interval=timedelta(seconds=60))
+
+
+def _probe_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "LISTEN/NOTIFY does not work" in r.getMessage()]
+
+
+def test_listener_behind_transaction_pooling_warns_once_and_polls(
+    h: Harness, bounced: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, direct = bounced
+    client = fast_client(h, url, h.workers(lambda args: None, Task), leader_election=FAST_ELECTION)
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with caplog.at_level(logging.WARNING), client:
+        assert h.raw(client)._core.config.notifications is False
+        wait_for(sub, client.insert(Task("polled")).job.id)
+        # The client's own control messages no longer wait for a notification that never comes.
+        client.queues.pause("default")
+        paused = client.insert(Task("paused")).job.id
+        with pytest.raises(TimeoutError):
+            sub.get(timeout=0.5)
+        assert row(direct, paused).state is JobState.AVAILABLE
+        client.queues.resume("default")
+        wait_for(sub, paused)
+        assert client.wait_leader(True, WAIT)
+    warnings = _probe_warnings(caplog)
+    assert len(warnings) == 1
+    assert "pool_mode = transaction" in warnings[0] and "notifications=" in warnings[0]
+
+
+def test_a_direct_notifications_url_keeps_listening(
+    h: Harness, bounced: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, direct = bounced
+    client = fast_client(h, url, h.workers(lambda args: None, Task), queues={"default": SLOW_POLL},
+                         notifications=direct)
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with caplog.at_level(logging.WARNING), client:
+        sub_started = client.insert(Task("first")).job.id  # the start-up fetch may find it
+        wait_for(sub, sub_started)
+        # Inserted through the pool, announced by a NOTIFY through the pool, heard directly.
+        wait_for(sub, client.insert(Task("heard")).job.id)
+        assert h.raw(client)._core.config.notifications is True
+    assert _probe_warnings(caplog) == []
+
+
 def test_session_pooling_keeps_working(h: Harness, _migrated_pg: str, pgbouncer_session: Any,
                                        caplog: pytest.LogCaptureFixture) -> None:
     with psycopg.connect(_migrated_pg, autocommit=True) as conn:
         conn.execute("TRUNCATE river_job, river_queue, river_leader RESTART IDENTITY")
     url = pgbouncer_session.url(_migrated_pg)
-    client = fast_client(h, url, h.workers(lambda args: None, Task))
+    client = fast_client(h, url, h.workers(lambda args: None, Task), queues={"default": SLOW_POLL})
     sub = client.subscribe([EventKind.JOB_COMPLETED])
     with caplog.at_level(logging.WARNING), client:
+        wait_for(sub, client.insert(Task("first")).job.id)
         ids = [client.insert(Task(f"s {i}")).job.id for i in range(20)]
-        wait_for_all(sub, ids)
-        wait_for(sub, client.insert(Task("last")).job.id)
+        wait_for_all(sub, ids)  # each woken by its notification: the poll is a minute away
+    assert _probe_warnings(caplog) == []
+
+
+def test_a_notifications_url_is_checked(h: Harness, bounced: tuple[str, str], tmp_path: Any) -> None:
+    from river_protocol.errors import ValidationError
+
+    url, _direct = bounced
+    with pytest.raises(ValidationError, match="postgresql://"):
+        h.client(url, notifications="sqlite:///x.sqlite3")
+    with pytest.raises(ValidationError, match="Postgres database"):
+        h.client(f"sqlite:///{tmp_path}/r.sqlite3", notifications=url)
+    with pytest.raises(ValidationError, match="True, False or"):
+        h.client(url, notifications=1.5)
