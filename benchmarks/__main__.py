@@ -1,4 +1,4 @@
-"""``python -m benchmarks [pure|rounds|sync|trio|all]``: print figures."""
+"""``python -m benchmarks [pure|rounds|sync|trio|all|pgbouncer]``: print figures."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import rounds
 
         rounds.main(argv[1:] if which == "rounds" else [])
+    if which == "pgbouncer":  # not in "all": it needs a pgbouncer binary
+        from benchmarks import pgbouncer
+
+        pgbouncer.main(argv[1:])
     if which in ("sync", "all"):
         try:
             from benchmarks import sync_driver

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from river_db.migrator import Migrator
@@ -41,3 +42,20 @@ def test_migrate_up_and_down_through_transaction_pooling(scratch_pg_url: str, pg
     assert again.returncode == 0, again.stderr
     listed = _river("migrate-list", "--database-url", url)
     assert listed.returncode == 0 and f"{versions[-1]:03d}" in listed.stdout
+
+
+@pytest.mark.parametrize("driver", ["sync", "trio"])
+def test_river_bench_burns_down_through_transaction_pooling(scratch_pg_url: str, pgbouncer: Any,
+                                                             driver: str) -> None:
+    import json
+
+    bench = _river("bench", "--database-url", pgbouncer.url(scratch_pg_url), "--num-total-jobs", "300",
+                   "--driver", driver, "--json", "--wipe")
+    assert bench.returncode == 0, bench.stderr
+    result = json.loads(bench.stdout.strip().splitlines()[-1])
+    assert result["jobs"] == 300 and result["jobs_per_sec"] > 0
+    assert result["client_cpu_us_per_job"] > 0
+    # Behind transaction pooling the bench's client polls, and says so once.
+    assert bench.stderr.count("LISTEN/NOTIFY does not work") == 1
+    with psycopg.connect(scratch_pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM river_job WHERE state <> 'completed'").fetchone() == (0,)
