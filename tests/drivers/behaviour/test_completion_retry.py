@@ -87,6 +87,15 @@ def _not_recorded(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if "could not be recorded" in r.getMessage()]
 
 
+def _assert_recorded_once(fault: Fault, job_id: int, runs: dict[str, int], name: str,
+                          caplog: pytest.LogCaptureFixture) -> None:
+    """Completed at its first attempt, worked once, and nothing reported as not recorded."""
+    stored = row(fault.url, job_id)
+    assert stored.state is JobState.COMPLETED and stored.attempt == 1
+    assert runs == {name: 1}
+    assert _not_recorded(caplog) == []
+
+
 def _counting_worker(h: Harness, runs: dict[str, int]) -> Any:
     def work(args: Task) -> None:
         runs[args.name] = runs.get(args.name, 0) + 1
@@ -110,10 +119,7 @@ def test_a_transient_completion_failure_is_retried_until_recorded(
         fault.off()
         done = wait_for(sub, job_id)
     assert done.job.state is JobState.COMPLETED
-    stored = row(fault.url, job_id)
-    assert stored.state is JobState.COMPLETED and stored.attempt == 1
-    assert runs == {"once": 1}
-    assert _not_recorded(caplog) == []
+    _assert_recorded_once(fault, job_id, runs, "once", caplog)
 
 
 def test_a_stopping_client_keeps_retrying_its_last_completions(
@@ -134,10 +140,7 @@ def test_a_stopping_client_keeps_retrying_its_last_completions(
         fault.off()
         stopper.join(WAIT)
         assert not stopper.is_alive()
-    stored = row(fault.url, job_id)
-    assert stored.state is JobState.COMPLETED and stored.attempt == 1
-    assert runs == {"at stop": 1}
-    assert _not_recorded(caplog) == []
+    _assert_recorded_once(fault, job_id, runs, "at stop", caplog)
 
 
 def test_a_refused_update_does_not_hold_back_its_batch(
