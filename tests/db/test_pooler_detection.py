@@ -78,3 +78,21 @@ def test_a_lost_prepared_statement_turns_preparing_off(scratch_pg_url: str) -> N
         assert execute_step(conn, Statement("SELECT %s::int", (3,))) == [(3,)]
     finally:
         conn.close()
+
+
+def test_the_utc_session_survives_transaction_pooling(scratch_pg_url: str, pgbouncer: Any) -> None:
+    """River's one session setting (TimeZone) is tracked per client by PgBouncer: another
+    client's zone on the same server connections never shows through."""
+    from river_db.connect import with_utc_session
+
+    url = pgbouncer.url(scratch_pg_url)
+    ours = open_pg(url, {}, with_utc_session(None))
+    other = psycopg.connect(url, autocommit=True)
+    try:
+        other.execute("SET TimeZone TO 'America/New_York'")
+        for _ in range(20):
+            assert other.execute("SHOW TimeZone").fetchone() == ("America/New_York",)
+            assert execute_step(ours, Statement("SHOW TimeZone")) == [("UTC",)]
+    finally:
+        ours.close()
+        other.close()

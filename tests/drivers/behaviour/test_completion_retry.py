@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from harness import WAIT, Harness  # type: ignore[import-not-found]
 from leader_support import wait_until  # type: ignore[import-not-found]
+from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
 from test_client_support import Task  # type: ignore[import-not-found]
 
 from behaviour.support import fast_client, row, wait_for, wait_for_all
@@ -163,3 +164,32 @@ def test_a_refused_update_does_not_hold_back_its_batch(
     messages = _not_recorded(caplog)
     assert len(messages) == 1 and f"job {poison} " in messages[0]
     assert all(row(fault.url, i).state is JobState.COMPLETED for i in ids if i != poison)
+
+
+def test_completions_survive_an_outage_during_stop(h: Harness, fault: Fault,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """The connection is lost, not refused by a statement: the proxy drops every connection and
+    refuses new ones while the client stops, for longer than three attempts take."""
+    gate = threading.Event()
+    proxy, url = TcpProxy.in_front_of(fault.url)
+    try:
+        client = fast_client(h, url, h.workers(lambda args: gate.wait(WAIT), Task, threaded=True),
+                             leader_election=False, notifications=False)
+        with caplog.at_level(logging.INFO):
+            client.start()
+            job_id = client.insert(Task("through the outage")).job.id
+            wait_until(lambda: row(fault.url, job_id).state is JobState.RUNNING, "running")
+            proxy.cut()
+            gate.set()
+            stopper = threading.Thread(target=client.stop)
+            stopper.start()
+            stopper.join(5)  # three attempts (1 s and 2 s apart) are over by now
+            assert stopper.is_alive()
+            proxy.restore()
+            stopper.join(WAIT)
+            assert not stopper.is_alive()
+    finally:
+        proxy.close()
+    stored = row(fault.url, job_id)
+    assert stored.state is JobState.COMPLETED and stored.attempt == 1
+    assert _not_recorded(caplog) == []
