@@ -23,8 +23,6 @@ from leader_support import FAST_ELECTION, leader_id, wait_until  # type: ignore[
 from test_client_support import Task  # type: ignore[import-not-found]
 
 from behaviour.support import fast_client, leader_client, row, wait_for, wait_for_all
-from river_protocol.intents import Notify
-from river_protocol.machines.notifications import TOPIC_LEADERSHIP, build_request_resign
 from river_sync import Database, EventKind, InsertManyParams, JobState, QueueConfig
 
 pytestmark = pytest.mark.postgres
@@ -98,22 +96,33 @@ def test_one_leader_resigns_and_the_other_takes_over(h: Harness, bounced: tuple[
     workers = h.workers(lambda args: None, Task)
     a = leader_client(h, url, workers, client_id="client_a")
     b = leader_client(h, url, workers, client_id="client_b", leader_election=FAST_ELECTION)
+    both: list[bool] = []
+    watching = threading.Event()
+
+    def watch() -> None:  # any instant with two leaders is recorded
+        while not watching.wait(0.005):
+            both.append(a.is_leader and b.is_leader)
+
+    watcher = threading.Thread(target=watch, daemon=True)
     with Database.from_url(direct) as db:
-        with a:
-            assert a.wait_leader(True, WAIT)
-            assert leader_id(db) == "client_a"
-            with b:
-                wait_until(lambda: h.raw(b)._leadership._machine.elector.state.value == "follower",
-                           "B following")
-                assert not b.is_leader
-                # Asked to resign (a notification through the pool goes nowhere, so the
-                # leader hears of it by polling or by its direct listener), A steps down.
-                db.run(Notify(topic=TOPIC_LEADERSHIP, payloads=(build_request_resign(),)))
-                a.stop()
-                assert b.wait_leader(True, WAIT), "B never took over"
-                assert leader_id(db) == "client_b"
-                assert not a.is_leader
-        assert leader_id(db) is None
+        watcher.start()
+        try:
+            with a:
+                assert a.wait_leader(True, WAIT)
+                assert leader_id(db) == "client_a"
+                with b:
+                    wait_until(lambda: h.raw(b)._leadership._machine.elector.state.value == "follower",
+                               "B following")
+                    assert not b.is_leader and leader_id(db) == "client_a"
+                    a.stop()  # resigns: its row goes, and B's next poll elects it
+                    assert not a.is_leader
+                    assert b.wait_leader(True, WAIT), "B never took over"
+                    assert leader_id(db) == "client_b"
+            assert leader_id(db) is None  # B resigned on stop too
+        finally:
+            watching.set()
+            watcher.join()
+    assert both and not any(both)
 
 
 def test_periodic_and_maintenance_run_through_the_pool(h: Harness, bounced: tuple[str, str]) -> None:
