@@ -68,27 +68,41 @@ class PgBouncer:
         self.server_url = server_url
         self.pool_mode = pool_mode
         self.user = parts.username or "postgres"
-        self.port = _free_port()
         self.dir = Path(tempfile.mkdtemp(prefix=f"river-pgbouncer-{pool_mode}-"))
         self.log = self.dir / "pgbouncer.log"
-        ini = self.dir / "pgbouncer.ini"
+        self._server = (parts.hostname or "127.0.0.1", parts.port or 5432)
         (self.dir / "users.txt").write_text(f'"{self.user}" ""\n')
+        # The free port may be taken before pgbouncer binds it: try another, twice.
+        for attempt in range(3):
+            self.port = _free_port()
+            try:
+                self._start(binary, pool_size)
+                return
+            except PgBouncerUnavailable:
+                self._terminate()
+                if attempt == 2:
+                    shutil.rmtree(self.dir, ignore_errors=True)
+                    raise
+
+    def _start(self, binary: str, pool_size: int) -> None:
+        ini = self.dir / "pgbouncer.ini"
+        host, port = self._server
         ini.write_text("\n".join([
             "[databases]",
-            f"* = host={parts.hostname or '127.0.0.1'} port={parts.port or 5432}",
+            f"* = host={host} port={port}",
             "[pgbouncer]",
             "listen_addr = 127.0.0.1",
             f"listen_port = {self.port}",
             "unix_socket_dir =",
             "auth_type = trust",
             f"auth_file = {self.dir / 'users.txt'}",
-            f"pool_mode = {pool_mode}",
+            f"pool_mode = {self.pool_mode}",
             f"default_pool_size = {pool_size}",
             "max_client_conn = 1000",
             f"logfile = {self.log}",
             f"pidfile = {self.dir / 'pgbouncer.pid'}",
             "ignore_startup_parameters = extra_float_digits",
-            # The suite drops its scratch databases WITH (FORCE): let go of dead servers quickly.
+            # The suite drops its scratch databases WITH (FORCE): check a server after 1 s idle.
             "server_check_delay = 1",
             "",
         ]))
@@ -116,7 +130,6 @@ class PgBouncer:
                     return
             except OSError:
                 time.sleep(0.05)
-        self.stop()
         raise PgBouncerUnavailable(f"pgbouncer did not listen on port {self.port} within "
                                    f"{START_TIMEOUT}s{self._log_tail()}")
 
@@ -132,14 +145,20 @@ class PgBouncer:
         auth = parts.netloc.rsplit("@", 1)[0] + "@" if "@" in parts.netloc else ""
         return urlunsplit(parts._replace(netloc=f"{auth}127.0.0.1:{self.port}"))
 
-    def stop(self) -> None:
-        if self._process.poll() is None:
-            self._process.terminate()
+    def _terminate(self) -> None:
+        process: subprocess.Popen[bytes] | None = getattr(self, "_process", None)
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
             try:
-                self._process.wait(10)
+                process.wait(10)
             except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(5)
-        if self._process.stderr is not None:
-            self._process.stderr.close()
+                process.kill()
+                process.wait(5)
+        if process.stderr is not None:
+            process.stderr.close()
+
+    def stop(self) -> None:
+        self._terminate()
         shutil.rmtree(self.dir, ignore_errors=True)

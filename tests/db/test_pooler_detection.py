@@ -96,3 +96,21 @@ def test_the_utc_session_survives_transaction_pooling(scratch_pg_url: str, pgbou
     finally:
         ours.close()
         other.close()
+
+
+def test_a_private_pgbouncer_starts_on_its_own_port_and_stops(scratch_pg_url: str) -> None:
+    import socket
+
+    from tests.conftest import pg_base_url
+    from tests.pgbouncer import PgBouncer
+
+    bouncer = PgBouncer(pg_base_url(), pool_mode="session", pool_size=2)
+    try:
+        with psycopg.connect(bouncer.url(scratch_pg_url), autocommit=True) as conn:
+            assert conn.execute("SELECT current_database()").fetchone() == (scratch_pg_url.rsplit("/", 1)[1],)
+            assert behind_pooler(conn)
+    finally:
+        bouncer.stop()
+    assert not bouncer.dir.exists()
+    with pytest.raises(OSError), socket.create_connection(("127.0.0.1", bouncer.port), timeout=1):
+        pass
