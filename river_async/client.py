@@ -58,7 +58,7 @@ from river_async.context import CancellationToken, WorkContext
 from river_async.database import AsyncDatabase
 from river_async.events import EventHub, Subscription
 from river_async.leadership import LeaderDriver
-from river_async.notifier import NotifierProtocol, notifier_for
+from river_async.notifier import NotifierProtocol, NullNotifier, notifier_for
 from river_async.runner import MachineRunner, utcnow
 from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
@@ -83,7 +83,6 @@ from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
 from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
-from river_protocol.machines.producer import Start
 from river_protocol.options import InsertOpts
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry
@@ -532,15 +531,18 @@ class Client(ClientBase):
         self._pending_producers = {}
         for name, producer in producers.items():
             self._producers[name] = self._producer_runner(name, producer)
-        notifier = notifier_for(db, enabled=self._core.config.notifications)
+        notifier = notifier_for(db, enabled=self._core.config.notifications, listen_url=self._listen_url)
         for topic in (TOPIC_INSERT, TOPIC_CONTROL):
             await notifier.subscribe(topic, self._on_notification)
         if self._leadership.enabled:
             await notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification)
         await nursery.start(notifier.run)
+        if not await notifier.probe():
+            notifier = NullNotifier()
+            self._listener_unavailable()
         self._notifier = notifier
         for runner in self._producers.values():
-            await nursery.start(runner.run, Start())
+            await nursery.start(runner.run, self._core.producer_start())
         await self._leadership.start(nursery, db)
 
     def _producer_runner(self, name: str, producer: Any) -> MachineRunner:
@@ -798,7 +800,7 @@ class Client(ClientBase):
             return
         runner = self._producer_runner(name, producer)
         self._producers[name] = runner
-        self._nursery.start_soon(runner.run, Start())
+        self._nursery.start_soon(runner.run, self._core.producer_start())
 
     async def _remove_queue(self, name: str, timeout: float | None) -> None:
         if name not in self._core.queues:

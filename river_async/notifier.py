@@ -23,6 +23,7 @@ connecting, LISTEN/UNLISTEN and the ping go through a worker thread.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,6 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from river_async import _backend
 from river_async.database import run_blocking
 from river_async.executor import ThreadRunner
+from river_db.listen_probe import ListenProbe
 from river_db.notify_settings import (
     BUFFER_SIZE,
     LISTENER_TIMEOUT,
@@ -91,6 +93,8 @@ class NotifierProtocol(Protocol):
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None: ...
 
+    async def probe(self) -> bool: ...
+
 
 def _validate_topic(topic: str) -> None:
     if not isinstance(topic, str) or not topic or "\x00" in topic:
@@ -121,6 +125,10 @@ class NullNotifier:
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         await anyio.sleep_forever()
+
+    async def probe(self) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return True
 
 
 class _Hub:
@@ -284,6 +292,7 @@ class Notifier(_Hub):
         self._up = False
         # run()'s task_status until the first session listens (then started() is called).
         self._pending_start: anyio.abc.TaskStatus[None] | None = None
+        self._run_scope: anyio.CancelScope | None = None
         self.reconnects = 0
 
     def _check_topic(self, topic: str) -> None:
@@ -323,9 +332,37 @@ class Notifier(_Hub):
 
         async def body(_group: anyio.abc.TaskGroup) -> None:
             conn = await self._connect_checked()
-            await self._listen_forever(conn, task_status)
+            with anyio.CancelScope() as self._run_scope:  # cancelled by a failed probe()
+                await self._listen_forever(conn, task_status)
 
         await self._serve(body)
+
+    async def probe(self) -> bool:
+        """Whether a notification sent to ourselves from another connection arrives
+        (``river_db.listen_probe``). False behind a pooler in transaction mode, and then
+        ``run`` returns: a listener that hears nothing is closed. True when there was
+        nothing to probe (not listening now, or no room for the probe's channel)."""
+        probe = ListenProbe()
+        prefix = self._prefix
+        if not self._up or not prefix or not probe.fits(prefix):
+            await anyio.lowlevel.checkpoint()
+            return True
+        arrived = threading.Event()  # waited on in real time, whatever clock the loop runs on
+
+        def heard(topic: str, payload: str) -> None:
+            if probe.answered_by(payload):
+                arrived.set()
+
+        sub = await self.subscribe(probe.topic, heard)
+        try:
+            conn = await self._connect()
+            await run_blocking(lambda: probe.send(conn, prefix))
+            await run_blocking(lambda: arrived.wait(probe.timeout))
+        finally:
+            sub.unsubscribe()
+        if not arrived.is_set() and self._run_scope is not None:
+            self._run_scope.cancel()
+        return arrived.is_set()
 
     async def _connect_checked(self) -> Any:
         with anyio.fail_after(self._connect_timeout + 1):
@@ -482,6 +519,10 @@ class SQLiteNotifier(_Hub):
 
         await self._serve(body)
 
+    async def probe(self) -> bool:
+        await anyio.lowlevel.checkpoint()
+        return True  # the outbox is a table: it has no connection to lose notifications on
+
     async def _poll_forever(self, cursor: int | None) -> None:
         attempt = 0
         announced = False
@@ -516,11 +557,13 @@ class SQLiteNotifier(_Hub):
 # ---------------------------------------------------------------- choice
 
 
-def notifier_for(database: AsyncDatabase, *, enabled: bool = True, **options: Any) -> NotifierProtocol:
-    """LISTEN on Postgres, the outbox on SQLite, ``NullNotifier`` when ``enabled`` is false."""
+def notifier_for(database: AsyncDatabase, *, enabled: bool = True, listen_url: str | None = None,
+                 **options: Any) -> NotifierProtocol:
+    """LISTEN on Postgres (on ``listen_url`` when given), the outbox on SQLite, ``NullNotifier``
+    when ``enabled`` is false."""
     if not enabled:
         return NullNotifier()
     if database.dialect.name == "postgres":
-        return Notifier(database.connect_dedicated, schema=database.dialect.schema, **options)
+        return Notifier(listen_url or database.connect_dedicated, schema=database.dialect.schema, **options)
     return SQLiteNotifier(database, **options)
 

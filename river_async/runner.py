@@ -36,10 +36,9 @@ import anyio.abc
 
 from river_async._backend import loop_deadline, utcnow
 from river_async.database import AsyncDatabase
-from river_protocol.errors import DatabaseUnavailableError, RiverError
+from river_db.failures import intent_failed
 from river_protocol.machines.base import (
     Event,
-    IntentFailed,
     IntentSucceeded,
     Machine,
     Output,
@@ -145,11 +144,6 @@ class MachineRunner:
         try:
             result = await self._db.run(intent, readonly=readonly)
         except Exception as exc:
-            # An outage's text may say "closed" too, but it passes: retrying is the point.
-            fatal = self._db.closed or (
-                isinstance(exc, RiverError) and not isinstance(exc, DatabaseUnavailableError)
-                and "closed" in str(exc)
-            )
             log.debug("%s: %s failed: %s", self.name, type(intent).__name__, exc)
-            return IntentFailed(intent, exc, fatal=fatal)
+            return intent_failed(intent, exc, closed=self._db.closed)
         return IntentSucceeded(intent, result)

@@ -30,6 +30,7 @@ from river_db.client_support import (
     report_producer_output,
 )
 from river_db.job_runs import JobRun, RunTable
+from river_db.listen_probe import notifications_setting, warn_unavailable
 from river_db.periodic_jobs import PeriodicJobs
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
@@ -82,7 +83,7 @@ class ClientBase:
         error_handler: Callable[[Any, BaseException], Any] | None = None,
         middleware: Sequence[Callable[..., Any]] = (),
         insert_middleware: Sequence[Callable[..., Any]] = (),
-        notifications: bool = True,
+        notifications: bool | str = True,
         retry_policy: RetryPolicy | None = None,
         schema: str | None = None,
         max_attempts: int = MAX_ATTEMPTS_DEFAULT,
@@ -94,6 +95,7 @@ class ClientBase:
     ) -> None:
         dialect = self._bind_database(database, schema)
         try:
+            listening, self._listen_url = notifications_setting(notifications, dialect)
             config = ClientConfig(
                 client_id=client_id or default_client_id(socket.gethostname(), datetime.now(UTC)),
                 dialect=dialect,
@@ -101,7 +103,7 @@ class ClientBase:
                 job_timeout=job_timeout,
                 max_attempts=max_attempts,
                 fetch_cooldown=fetch_cooldown,
-                notifications=notifications,
+                notifications=listening,
                 retry_policy=retry_policy,
                 skip_unknown_job_check=skip_unknown_job_check,
                 fetch_only_known_kinds=fetch_only_known_kinds,
@@ -157,6 +159,13 @@ class ClientBase:
 
     def _reconfigured(self) -> None:
         """After ``configure()`` changed the core (under ``_guard``)."""
+
+    def _listener_unavailable(self) -> None:
+        """The started listener failed its probe (``river_db.listen_probe``): say so once and
+        poll. Call before the producers start (they start with ``core.producer_start()``) and
+        before leadership is made."""
+        warn_unavailable(self._log)
+        self._core.listener_unavailable()
 
     # ---------------------------------------------------------------- properties
 

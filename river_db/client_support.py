@@ -85,4 +85,5 @@ def report_completer_output(out: CompleterOutput, publish_all: Callable[[list[Ev
     for missing in out.missing:
         log.info("river: job %d was deleted before its outcome was recorded", missing.update.id)
     for dropped in out.dropped:
-        log.error("river: outcome of job %d was lost: %s", dropped.update.id, dropped.error)
+        log.error("river: the outcome of job %d (%s) could not be recorded: %s; the job stays running "
+                  "until River's rescuer takes it", dropped.update.id, dropped.reason.value, dropped.error)

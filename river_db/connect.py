@@ -87,13 +87,53 @@ def pg_restore(conn: Any, autocommit: bool) -> None:
         conn.autocommit = autocommit
 
 
+# Set on the connections River opens for its own pools (``open_pg``): only on them may
+# psycopg prepare River's statements, and only once ``behind_pooler`` found no pooler.
+# A caller's connection (``tx=``, a caller's pool or engine) is never prepared by us.
+OWN_PREPARES = "_river_may_prepare"
+
+
+def behind_pooler(conn: Any) -> bool:
+    """Whether ``conn`` goes through a connection pooler (PgBouncer, or any that does the same).
+
+    The backend process id a server announces at connect (BackendKeyData, which
+    ``info.backend_pid`` reads) is the one that answers ``pg_backend_pid()`` on a
+    direct connection. A pooler hands out its own key instead, to route cancel
+    requests, so the two differ; with transaction pooling the backend can even
+    change between statements. One round trip, once per new connection.
+    """
+    row = conn.execute("SELECT pg_backend_pid()", prepare=False).fetchone()
+    return row is None or int(row[0]) != int(conn.info.backend_pid)
+
+
+def use_unprepared(conn: Any) -> None:
+    """Never prepare statements on ``conn`` again (``prepare_threshold=None``).
+
+    Behind a transaction pooler a statement psycopg prepared lives on one server
+    connection while the next transaction may run on another ("prepared statement
+    _pg3_0 does not exist"), or on one where another client's ``_pg3_0`` means
+    some other statement.
+    """
+    conn.prepare_threshold = None
+    if getattr(conn, OWN_PREPARES, False):
+        setattr(conn, OWN_PREPARES, False)
+
+
 def open_pg(conninfo: str, kwargs: dict[str, Any],
             configure: Callable[[psycopg.Connection[Any]], None] | None) -> psycopg.Connection[Any]:
-    """A new autocommit connection for a pool we own; ``configure`` must leave it idle."""
+    """A new autocommit connection for a pool we own; ``configure`` must leave it idle.
+
+    Its statements are prepared (psycopg's threshold) on a direct connection, where that
+    saves the server planning them again; behind a pooler they never are (``behind_pooler``).
+    """
     import psycopg
 
     conn = psycopg.connect(conninfo, autocommit=True, **kwargs)
     try:
+        if behind_pooler(conn):
+            use_unprepared(conn)
+        elif conn.prepare_threshold is not None:
+            setattr(conn, OWN_PREPARES, True)
         if configure is not None:
             configure(conn)
             if pg_is_broken(conn) or not conn.autocommit:
@@ -230,6 +270,9 @@ def connect_dedicated(conninfo: str, kwargs: dict[str, Any] | None = None) -> ps
         conninfo = parse_database_url(conninfo).conninfo
     given = {**conninfo_to_dict(conninfo), **(kwargs or {})}
     params = {k: v for k, v in _DEDICATED_DEFAULTS.items() if k not in given}
+    # Its few statements (LISTEN, the ping) gain nothing from preparing, and behind a
+    # transaction pooler a prepared ping would fail on the next server connection.
+    params.setdefault("prepare_threshold", None)
     return psycopg.connect(conninfo, **{**params, **(kwargs or {}), "autocommit": True})
 
 
@@ -365,7 +408,9 @@ def open_connection(url: str | None = None) -> tuple[Any, DialectName]:
     if parsed.dialect == "postgres":
         import psycopg
 
-        conn = psycopg.connect(parsed.conninfo, autocommit=True)
+        # A command runs a handful of statements: nothing to gain from preparing them, and
+        # never preparing works behind any pooler (``river migrate-up`` through PgBouncer).
+        conn = psycopg.connect(parsed.conninfo, autocommit=True, prepare_threshold=None)
         with_utc_session(None)(conn)
         return conn, parsed.dialect
     return connect_sqlite(parsed.path), parsed.dialect

@@ -7,13 +7,20 @@ None); transactions are explicit. Inside a caller's transaction
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from river_db.connect import OWN_PREPARES, use_unprepared
 from river_protocol.dialects.base import Dialect, drive
 from river_protocol.intents import CopyRows, Intent, Statement
 
+log = logging.getLogger(__name__)
+
+# "prepared statement ... does not exist" / "... already exists": a pooler that hid itself
+# from ``behind_pooler`` moved us to another server connection.
+PREPARED_STATEMENT_LOST = frozenset({"26000", "42P05"})
 _TUPLES_OK = 2  # libpq's PGRES_TUPLES_OK: the statement returned rows (maybe none)
 _BINARY_CURSORS: dict[type, bool] = {}
 
@@ -52,6 +59,14 @@ def plain_tuples(rows: list[Any]) -> list[tuple[Any, ...]]:
     return rows if not rows or type(rows[0]) is tuple else [tuple(r) for r in rows]
 
 
+def _stop_preparing(conn: Any, exc: BaseException) -> None:
+    """Turn preparing off on ``conn`` for good; the failed statement is retried by its owner
+    (the completer, the producer) or raised to the caller."""
+    log.warning("river: a prepared statement was not found on the server (%s): a connection "
+                "pooler in transaction mode? No longer preparing statements on this connection", exc)
+    use_unprepared(conn)
+
+
 def execute_step(conn: Any, step: Statement | CopyRows) -> list[tuple[Any, ...]]:
     """Run one statement on a blocking DB-API connection (psycopg 3, sqlite3-style, or a caller's)."""
     if isinstance(step, CopyRows):
@@ -62,8 +77,16 @@ def execute_step(conn: Any, step: Statement | CopyRows) -> list[tuple[Any, ...]]
     cur = conn.cursor()
     try:
         if hasattr(cur, "pgresult"):
-            # psycopg 3: it can return binary results.
-            cur.execute(step.sql, step.params, binary=psycopg_binary(cur, step))
+            # psycopg 3: it can return binary results. Statements are prepared only on
+            # River's own direct connections (OWN_PREPARES).
+            try:
+                cur.execute(step.sql, step.params, binary=psycopg_binary(cur, step),
+                            prepare=None if getattr(conn, OWN_PREPARES, False) else False)
+            except Exception as exc:
+                if getattr(exc, "sqlstate", None) in PREPARED_STATEMENT_LOST and getattr(
+                        conn, OWN_PREPARES, False):
+                    _stop_preparing(conn, exc)
+                raise
             fetch = psycopg_fetches(cur, step)
         else:
             cur.execute(step.sql, step.params)

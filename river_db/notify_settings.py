@@ -17,3 +17,5 @@ def default_backoff(attempt: int, rng: random.Random | None = None) -> float:
     starting over, each ±10 % so a fleet doesn't reconnect in lockstep."""
     base = 2.0 ** ((max(attempt, 1) - 1) % _BACKOFF_RESET_AFTER)
     return base * (rng or random).uniform(0.9, 1.1)
+# How long a listener waits, once at start, for the notification it sent itself (listen_probe).
+PROBE_TIMEOUT = 2.0

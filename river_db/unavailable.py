@@ -22,7 +22,7 @@ from river_protocol.errors import DatabaseUnavailableError
 _SERVER_GONE = frozenset({"57P01", "57P02", "57P03"})
 
 
-def _psycopg_cause(exc: BaseException) -> BaseException | None:
+def psycopg_cause(exc: BaseException) -> BaseException | None:
     psycopg = sys.modules.get("psycopg")  # never imported for SQLite alone: then it can't be its error
     if psycopg is None:
         return None
@@ -39,7 +39,7 @@ def unavailable_error(exc: BaseException) -> DatabaseUnavailableError | None:
     """The typed error for ``exc`` when it means Postgres cannot be reached, else None."""
     if isinstance(exc, DatabaseUnavailableError):
         return exc
-    cause = _psycopg_cause(exc)
+    cause = psycopg_cause(exc)
     if cause is None:
         return None
     pool = sys.modules.get("psycopg_pool")

@@ -68,6 +68,7 @@ from river_protocol.machines.producer import (
     Producer,
     ProducerConfig,
     QueueEventKind,
+    Start,
 )
 from river_protocol.machines.throttle import InsertNotifyThrottle
 from river_protocol.middleware import replace_insert_jobs
@@ -436,6 +437,17 @@ class ClientCore:
             ),
             self._rng,
         )
+
+    def listener_unavailable(self) -> None:
+        """The listener was probed and hears nothing (LISTEN behind a transaction pooler): from
+        now on this client runs as a poll-only one. Producers made earlier learn it from
+        ``producer_start()``, leadership made later from the configuration; a client's own
+        control messages and resign requests are then delivered locally."""
+        self.config = dataclasses.replace(self.config, notifications=False)
+
+    def producer_start(self) -> Start:
+        """The event that starts a producer, poll-only once ``listener_unavailable``."""
+        return Start(poll_only=not self.config.notifications)
 
     def make_completer(self) -> Completer:
         return Completer(self._rng, flush_when_idle=self.config.group_commit)

@@ -45,6 +45,9 @@ COMPLETER_BACKLOG_SIGNAL = 5_000
 COMPLETER_BACKPRESSURE_HIGH = 10_000
 COMPLETER_BACKPRESSURE_LOW = 5_000
 COMPLETER_MAX_ATTEMPTS = 3
+# A stopping completer retries transient failures this long before it reports them dropped:
+# long enough for a pooler restart or a failover, short enough that a stop in an outage ends.
+COMPLETER_STOP_GRACE = timedelta(seconds=30)
 
 # ---------------------------------------------------------------- leadership
 ELECT_INTERVAL = timedelta(seconds=5)

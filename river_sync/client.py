@@ -51,7 +51,7 @@ from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
 from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
-from river_protocol.machines.producer import JobFinished, Start
+from river_protocol.machines.producer import JobFinished
 from river_protocol.options import InsertOpts
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
 from river_sync.admin import JobsAPI, QueuesAPI
@@ -59,7 +59,7 @@ from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
 from river_sync.events import EventHub, Subscription
 from river_sync.leadership import LeaderDriver
-from river_sync.notifier import NotifierProtocol, notifier_for
+from river_sync.notifier import NotifierProtocol, NullNotifier, notifier_for
 from river_sync.notifier import Subscription as NotifySubscription
 from river_sync.resumable import resumable_middleware
 from river_sync.runner import MachineRunner, utcnow
@@ -389,15 +389,20 @@ class Client(ClientBase):
                 on_output=self._producer_hook(name),
                 readonly=lambda intent: isinstance(intent, GetQueue),
             )
-        notifier = notifier_for(self._db, enabled=self._core.config.notifications)
+        notifier = notifier_for(self._db, enabled=self._core.config.notifications,
+                                listen_url=self._listen_url)
         for topic in (TOPIC_INSERT, TOPIC_CONTROL):
             self._notify_subs.append(notifier.subscribe(topic, self._on_notification))
         if self._leadership.enabled:
             self._notify_subs.append(notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification))
         notifier.start()
+        if not notifier.probe():
+            notifier.stop()
+            notifier = NullNotifier()
+            self._listener_unavailable()
         self._notifier = notifier
         for runner in self._producers.values():
-            runner.start(Start())
+            runner.start(self._core.producer_start())
         self._leadership.start()
 
     def __enter__(self) -> Client:
@@ -601,7 +606,7 @@ class Client(ClientBase):
             )
             self._producers[name] = runner
             if started:  # otherwise start() starts it with the others
-                runner.start(Start())
+                runner.start(self._core.producer_start())
 
     def _remove_queue(self, name: str, timeout: float | None) -> None:
         with self._stop_lock:

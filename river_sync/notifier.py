@@ -24,6 +24,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Protocol
 
+from river_db.listen_probe import ListenProbe
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import FetchNotifications, MaxNotificationId
 
@@ -67,6 +68,8 @@ class NotifierProtocol(Protocol):
 
     def start(self) -> None: ...
 
+    def probe(self) -> bool: ...
+
     def stop(self) -> None: ...
 
 
@@ -81,6 +84,9 @@ class NullNotifier:
 
     def start(self) -> None:
         pass
+
+    def probe(self) -> bool:
+        return True
 
     def stop(self) -> None:
         pass
@@ -287,6 +293,28 @@ class Notifier(_Hub):
         # Topics subscribed before start are LISTENed once this returns.
         listening.wait(self._connect_timeout)
 
+    def probe(self) -> bool:
+        """Whether a notification sent to ourselves from another connection arrives
+        (``river_db.listen_probe``); False behind a pooler in transaction mode. True when
+        there was nothing to probe (not listening now, or no room for the probe's channel)."""
+        probe = ListenProbe()
+        with self._state_lock:
+            if self._thread is None or self._down or not self._prefix or not probe.fits(self._prefix):
+                return True
+            prefix = self._prefix
+        arrived = threading.Event()
+
+        def heard(topic: str, payload: str) -> None:
+            if probe.answered_by(payload):
+                arrived.set()
+
+        sub = self.subscribe(probe.topic, heard)
+        try:
+            probe.send(self._connect(), prefix)
+            return arrived.wait(probe.timeout)
+        finally:
+            sub.unsubscribe()
+
     def stop(self) -> None:
         """Stop listening, close the connection and join both threads."""
         with self._lifecycle_lock:
@@ -468,6 +496,9 @@ class SQLiteNotifier(_Hub):
                                             name="river-sqlite-notifier-poll", daemon=True)
             self._thread.start()
 
+    def probe(self) -> bool:
+        return True  # the outbox is a table: it has no connection to lose notifications on
+
     def stop(self) -> None:
         with self._state_lock:
             thread, self._thread = self._thread, None
@@ -523,11 +554,13 @@ class SQLiteNotifier(_Hub):
 # ---------------------------------------------------------------- choice
 
 
-def notifier_for(database: Database, *, enabled: bool = True, **options: Any) -> NotifierProtocol:
-    """The notifier matching ``database``: LISTEN on Postgres, the outbox on SQLite,
-    ``NullNotifier`` when ``enabled`` is false (poll-only)."""
+def notifier_for(database: Database, *, enabled: bool = True, listen_url: str | None = None,
+                 **options: Any) -> NotifierProtocol:
+    """The notifier matching ``database``: LISTEN on Postgres (on ``listen_url`` when given,
+    else on a connection like the database's), the outbox on SQLite, ``NullNotifier`` when
+    ``enabled`` is false (poll-only)."""
     if not enabled:
         return NullNotifier()
     if database.dialect.name == "postgres":
-        return Notifier(database.connect_dedicated, schema=database.dialect.schema, **options)
+        return Notifier(listen_url or database.connect_dedicated, schema=database.dialect.schema, **options)
     return SQLiteNotifier(database, **options)

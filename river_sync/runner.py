@@ -27,10 +27,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from river_protocol.errors import DatabaseUnavailableError, RiverError
+from river_db.failures import intent_failed
 from river_protocol.machines.base import (
     Event,
-    IntentFailed,
     IntentSucceeded,
     Machine,
     Output,
@@ -165,11 +164,6 @@ class MachineRunner:
         except BaseException as exc:
             if not isinstance(exc, Exception):
                 raise
-            # An outage's text may say "closed" too, but it passes: retrying is the point.
-            fatal = self._db.closed or (
-                isinstance(exc, RiverError) and not isinstance(exc, DatabaseUnavailableError)
-                and "closed" in str(exc)
-            )
             log.debug("%s: %s failed: %s", self.name, type(intent).__name__, exc)
-            return IntentFailed(intent, exc, fatal=fatal)
+            return intent_failed(intent, exc, closed=self._db.closed)
         return IntentSucceeded(intent, result)

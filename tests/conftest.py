@@ -83,6 +83,34 @@ def module_pg_url() -> Iterator[str]:
         drop_scratch_pg_database(url)
 
 
+def _start_pgbouncer(pool_mode: str) -> Iterator[object]:
+    from tests.pgbouncer import PgBouncer, PgBouncerUnavailable
+
+    try:
+        bouncer = PgBouncer(pg_base_url(), pool_mode=pool_mode)
+    except PgBouncerUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PgBouncer unavailable in CI: {exc}")
+        pytest.skip(f"PgBouncer unavailable: {exc}")
+    try:
+        yield bouncer
+    finally:
+        bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def pgbouncer() -> Iterator[object]:
+    """A private PgBouncer in transaction pooling mode in front of the suite's Postgres
+    (``tests.pgbouncer.PgBouncer``; ``pgbouncer.url(direct_url)`` goes through it)."""
+    yield from _start_pgbouncer("transaction")
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_session() -> Iterator[object]:
+    """The same in session pooling mode."""
+    yield from _start_pgbouncer("session")
+
+
 @pytest.fixture
 def sqlite_path(tmp_path: Path) -> str:
     """Path of a new (not yet created) SQLite file."""
@@ -92,7 +120,8 @@ def sqlite_path(tmp_path: Path) -> str:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if any(name in getattr(item, "fixturenames", ()) for name in
-               ("scratch_pg_url", "module_pg_url", "migrated_pg_url", "pg_url")):
+               ("scratch_pg_url", "module_pg_url", "migrated_pg_url", "pg_url", "pgbouncer",
+                "pgbouncer_session")):
             item.add_marker(pytest.mark.postgres)
 
 

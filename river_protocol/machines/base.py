@@ -79,6 +79,9 @@ class IntentFailed(Event):
     intent: Intent
     error: BaseException
     fatal: bool = False  # pool closed / shutdown: retrying cannot help
+    # False: the statement itself was refused (``river_protocol.transient``); sent again
+    # unchanged it fails again.
+    transient: bool = True
 
     @property
     def timed_out(self) -> bool:

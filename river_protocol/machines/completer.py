@@ -1,10 +1,14 @@
 """The batch completer (docs/protocol.md §8.2): set-state requests in, batched statements out.
 
 Requests are keyed by job id (a newer request replaces a pending older one).
-One statement is in flight at a time; a failed sub-batch is retried with
-back-off and, after the last attempt, put back behind any newer requests, so
-an update is never lost silently: each one ends as a completion, a missing row
-(job deleted meanwhile), or an explicit ``dropped`` entry.
+One statement is in flight at a time. A sub-batch that failed for a reason a
+retry can cure (``river_protocol.transient``) is retried with back-off and,
+after the last attempt, put back behind any newer requests, for as long as the
+client runs; a stopping completer keeps retrying for ``COMPLETER_STOP_GRACE``.
+A refused statement is split into single updates, so one bad update never holds
+back the others. An update is never lost silently: each one ends as a
+completion, a missing row (job deleted meanwhile), or an explicit ``dropped``
+entry.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from river_protocol.constants import (
     COMPLETER_FLUSH_EVERY_NTH_TICK,
     COMPLETER_FLUSH_THRESHOLD,
     COMPLETER_MAX_ATTEMPTS,
+    COMPLETER_STOP_GRACE,
     COMPLETER_SUB_BATCH_MAX,
     COMPLETER_TICK,
     HOT_STATEMENT_TIMEOUT,
@@ -192,6 +197,7 @@ class Completer(Machine):
         self._dropped: list[Dropped] = []
         self._stopped_now = False
         self._flush_when_idle = flush_when_idle
+        self._stop_deadline: datetime | None = None  # retries of transient failures end here
 
     # ---------------------------------------------------------------- views
 
@@ -268,6 +274,7 @@ class Completer(Machine):
 
     def _on_stop(self, event: Stop, now: datetime) -> None:
         self._enter(_S.STOPPING)
+        self._stop_deadline = now + COMPLETER_STOP_GRACE
         self._timers.pop("tick", None)
         if self._idle():
             self._start_flush(now)
@@ -290,17 +297,24 @@ class Completer(Machine):
         self._next(now)
 
     def _on_failed(self, event: IntentFailed, now: datetime) -> None:
+        """The retry rule. Fatal (the database handle is gone): drop. A refused statement
+        (not ``transient``): a batch is split so one bad update cannot hold back the others,
+        and a lone update gets ``COMPLETER_MAX_ATTEMPTS`` before it is dropped. A transient
+        failure (an outage, a lost connection, a serialization failure; see
+        ``river_protocol.transient``) is retried with back-off for as long as the client
+        runs, and once stopping until ``COMPLETER_STOP_GRACE`` after the stop."""
         batch = self._take_current(event.intent)
         if event.fatal:
             self._drop(batch, event.error)
-        elif batch.attempt < COMPLETER_MAX_ATTEMPTS:
-            wait = exponential_backoff(batch.attempt, COMPLETER_MAX_ATTEMPTS, self._rng)
-            self._timers["retry"] = now + wait
-            batch.attempt += 1
-            self._current = batch
+        elif not event.transient and len(batch.requests) > 1:
+            self._flush_queue[:0] = [_Batch({job_id: r}) for job_id, r in batch.requests.items()]
+        elif batch.attempt < COMPLETER_MAX_ATTEMPTS or (
+            event.transient and self._stop_deadline is not None and now < self._stop_deadline
+        ):
+            self._retry_later(batch, now)
             return
-        elif self.state is _S.STOPPING:
-            # Nothing will run again after stop; report instead of looping forever.
+        elif not event.transient or self.state is _S.STOPPING:
+            # Nothing would cure it, or nothing runs again after the stop: report it.
             self._drop(batch, event.error)
         else:
             for job_id, request in batch.requests.items():
@@ -310,6 +324,12 @@ class Completer(Machine):
                     self._pending.setdefault(job_id, request)
             self._flush_queue.clear()
         self._next(now)
+
+    def _retry_later(self, batch: _Batch, now: datetime) -> None:
+        wait = exponential_backoff(batch.attempt, COMPLETER_MAX_ATTEMPTS, self._rng)
+        self._timers["retry"] = now + wait
+        batch.attempt += 1
+        self._current = batch
 
     # ---------------------------------------------------------------- flushing
 

@@ -68,7 +68,11 @@ class ProducerState(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Start(Event):
-    pass
+    """Start the producer; ``poll_only`` as ``ProducerConfig.poll_only``, for a client that
+    learnt only after making its producers that no notification reaches it (its listener
+    sits behind a transaction pooler)."""
+
+    poll_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +256,7 @@ class Producer(Machine):
         super().__init__()
         self.config = config
         self._rng = rng
+        self._poll_only = config.poll_only
         self.paused = False
         self._metadata: Any = {}
         self._polled_paused = False
@@ -323,6 +328,7 @@ class Producer(Machine):
     # ---------------------------------------------------------------- lifecycle
 
     def _on_start(self, event: Start, now: datetime) -> None:
+        self._poll_only = self.config.poll_only or event.poll_only
         self._emit(UpsertQueue(name=self.config.queue), HOT_STATEMENT_TIMEOUT)
 
     def _on_started(self, event: IntentSucceeded, now: datetime) -> None:
@@ -338,7 +344,7 @@ class Producer(Machine):
         self._claimed_since = row.updated_at if row is not None else None
         self._timers["poll"] = now + self._poll_wait()
         self._timers["refresh"] = now + uniform(self._rng, timedelta(0), START_STAGGER_MAX)
-        if self.config.poll_only:
+        if self._poll_only:
             self._timers["settings"] = now + self.config.settings_poll_interval
         self._trigger(now)
 

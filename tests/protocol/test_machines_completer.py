@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from river_protocol.constants import COMPLETER_STOP_GRACE
 from river_protocol.errors import ProtocolError
 from river_protocol.intents import SetStateIfRunning, SetStateUpdate
 from river_protocol.job import JobRow
@@ -208,14 +209,76 @@ def test_stop_flushes_and_finishes() -> None:
     assert out.next_deadline is None
 
 
-def test_stop_gives_up_after_last_attempt() -> None:
+def test_stop_retries_transient_failures_for_the_grace_then_gives_up() -> None:
+    grace = COMPLETER_STOP_GRACE.total_seconds()
     c = Completer(FixedRng())
     c.handle(submit(1), at(0))
     stmt = statement(c.handle(Stop(), at(0)))
     stmt = statement(_fail_and_retry(c, stmt, at(1)))
     stmt = statement(_fail_and_retry(c, stmt, at(15)))
-    out = c.handle(IntentFailed(stmt, RuntimeError("x")), at(20))
+    # Past the last attempt, but within the grace: an outage may still end.
+    stmt = statement(_fail_and_retry(c, stmt, at(grace - 6)))
+    out = c.handle(IntentFailed(stmt, RuntimeError("x")), at(grace))
     assert [d.update.id for d in out.dropped] == [1] and out.stopped
+
+
+def test_stop_succeeds_when_the_outage_ends_within_the_grace() -> None:
+    c = Completer(FixedRng())
+    c.handle(submit(1), at(0))
+    stmt = statement(c.handle(Stop(), at(0)))
+    for second in (1, 5, 9, 13):  # more failures than COMPLETER_MAX_ATTEMPTS
+        stmt = statement(_fail_and_retry(c, stmt, at(second)))
+    out = c.handle(IntentSucceeded(stmt, rows_for(stmt)), at(25))
+    assert [x.job.id for x in out.completions] == [1] and out.dropped == () and out.stopped
+
+
+def test_a_refused_batch_is_split_so_one_bad_update_holds_back_no_other() -> None:
+    c = Completer(FixedRng())
+    for job_id in (1, 2, 3):
+        c.handle(submit(job_id), at(0))
+    stmt = statement(c.handle(Tick(), at(0)))
+    refused = ValueError("invalid input")
+    completed: list[int] = []
+    dropped: list[int] = []
+    out = c.handle(IntentFailed(stmt, refused, transient=False), at(0.01))
+    now = 0.01
+    for _ in range(20):
+        completed += [x.job.id for x in out.completions]
+        dropped += [d.update.id for d in out.dropped]
+        stmt = next((i for i in out.intents if isinstance(i, SetStateIfRunning)), None)
+        now += 5
+        if stmt is None:
+            out = c.handle(Tick(), at(now))
+            continue
+        assert len(stmt.updates) == 1  # alone from the split on
+        if stmt.updates[0].id == 2:
+            out = c.handle(IntentFailed(stmt, refused, transient=False), at(now))
+        else:
+            out = c.handle(IntentSucceeded(stmt, rows_for(stmt)), at(now))
+    assert sorted(completed) == [1, 3]
+    assert dropped == [2]  # after COMPLETER_MAX_ATTEMPTS alone, while running
+    assert c.outstanding_ids == frozenset()
+
+
+def test_a_transient_failure_is_never_dropped_while_running() -> None:
+    c = Completer(FixedRng())
+    c.handle(submit(1), at(0))
+    stmt = statement(c.handle(Tick(), at(0)))
+    now = 0.0
+    for _ in range(30):
+        now += 0.01
+        out = c.handle(IntentFailed(stmt, ConnectionError("lost")), at(now))
+        assert out.dropped == ()
+        while True:
+            now += 1
+            out = c.handle(Tick(), at(now))
+            found = [i for i in out.intents if isinstance(i, SetStateIfRunning)]
+            if found:
+                stmt = found[0]
+                break
+    assert c.outstanding_ids == {1}
+    out = c.handle(IntentSucceeded(stmt, rows_for(stmt)), at(now + 1))
+    assert [x.job.id for x in out.completions] == [1]
 
 
 def _fail_and_retry(c: Completer, stmt: SetStateIfRunning, now: datetime) -> CompleterOutput:
@@ -258,7 +321,7 @@ def test_result_with_unknown_row_is_illegal() -> None:
 @given(
     st.lists(
         st.tuples(
-            st.sampled_from(["submit", "tick", "ok", "ok_partial", "fail", "fatal", "advance"]),
+            st.sampled_from(["submit", "tick", "ok", "ok_partial", "fail", "fatal", "refused", "advance"]),
             st.integers(0, 30),
         ),
         max_size=120,
@@ -289,8 +352,9 @@ def test_updates_are_never_lost_or_duplicated(steps: list[tuple[str, int]], rng:
         elif kind in ("ok", "ok_partial") and stmt is not None:
             skip = frozenset(u.id for u in stmt.updates if kind == "ok_partial" and u.id % 2)
             account(c.handle(IntentSucceeded(stmt, rows_for(stmt, skip)), now))
-        elif kind in ("fail", "fatal") and stmt is not None:
-            account(c.handle(IntentFailed(stmt, RuntimeError("x"), fatal=kind == "fatal"), now))
+        elif kind in ("fail", "fatal", "refused") and stmt is not None:
+            account(c.handle(IntentFailed(stmt, RuntimeError("x"), fatal=kind == "fatal",
+                                          transient=kind != "refused"), now))
         else:
             now += timedelta(milliseconds=50 * (n + 1))
             account(c.handle(Tick(), now))
