@@ -619,6 +619,8 @@ class Client(ClientBase):
     # ---------------------------------------------------------------- running jobs
 
     def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
+        hook = self.testing_claim_hook  # TESTING ONLY (river_db.client_base.ClaimHook)
+        held: list[JobRun] = []
         for job in jobs:
             plan = self._core.plan_job(job)
             run = JobRun(queue, plan, CancellationToken(), utcnow())
@@ -628,7 +630,20 @@ class Client(ClientBase):
             if plan.immediate is not None:
                 self._finish_run(run, plan.immediate, metadata={})
                 continue
+            if hook is not None:
+                held.append(run)
+                continue
             self._job_tasks.submit(run)
+        if held and hook is not None and self._nursery is not None:
+            self._nursery.start_soon(self._start_after_hook, queue, held, hook)
+
+    async def _start_after_hook(self, queue: str, runs: list[JobRun], hook: Any) -> None:
+        """The claim is registered (remote cancels reach it); its jobs start once the hook returns."""
+        try:
+            await trio.to_thread.run_sync(hook, queue, [run.plan.job for run in runs], abandon_on_cancel=True)
+        finally:
+            for run in runs:
+                self._job_tasks.submit(run)
 
     def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
         """The middleware chain around an async worker, built once per worker; None for a sync one."""
