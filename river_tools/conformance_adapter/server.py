@@ -21,9 +21,9 @@ from urllib.parse import quote
 
 from river_db.caller_tx import executor_for_caller_tx
 from river_db.migrator import Migrator
-from river_protocol.admin import encode_job_cursor
 from river_protocol.client_core import EventKind, InsertManyParams
 from river_protocol.errors import JobNotFoundError, QueueNotFoundError, ValidationError
+from river_protocol.go_job_list import go_job_list_cursor, go_list_jobs_intent
 from river_protocol.intents import Notify
 from river_protocol.machines.notifications import TOPIC_LEADERSHIP, build_request_resign
 from river_protocol.options import InsertOpts
@@ -59,7 +59,6 @@ EVENT_KINDS = (
     EventKind.JOB_CANCELLED, EventKind.JOB_COMPLETED, EventKind.JOB_FAILED, EventKind.JOB_SNOOZED,
     EventKind.QUEUE_PAUSED, EventKind.QUEUE_RESUMED,
 )
-LIST_ORDERS = {"": "id", "id": "id", "finalized_at": "finalized_at", "scheduled_at": "scheduled_at"}
 
 
 def implementation_version() -> str:
@@ -250,26 +249,31 @@ class Adapter:
         return self.jobs([self.client(params.schema).jobs.retry(params.id, tx=tx)], params.schema, tx)[0]
 
     def list(self, raw: Any) -> dict[str, Any]:
+        """River Go's ``JobList``, cursors included (``river_protocol.go_job_list``)."""
         params = p.decode(p.ListParams, raw)
         if params.direction not in ("", "asc", "desc"):
             raise InvalidParams(f"unknown direction {params.direction!r}")
-        order_by = LIST_ORDERS.get(params.order_by)
-        if order_by is None:
-            raise Rejected(f"ordering by {params.order_by!r} is not supported by this client's job list")
-        if params.tags_all and len(params.tags_all) > 1:
-            raise Rejected("tags_all with more than one tag is not supported by this client's job list")
-        if params.metadata is not None:
-            raise Rejected("a metadata filter is not supported by this client's job list")
+        try:
+            intent = go_list_jobs_intent(
+                states=params.states or None, kinds=params.kinds or None, queues=params.queues or None,
+                ids=params.ids or None, priorities=params.priorities or None,
+                tags_all=params.tags_all or None,
+                metadata=None if params.metadata is None else dumps(params.metadata).encode(),
+                order_by=params.order_by or "id", descending=params.direction == "desc",
+                limit=params.limit or 100, after=params.after or None,
+            )
+        except ValidationError as exc:
+            # Go's adapter answers a cursor it cannot read as invalid params, the rest as River's refusal.
+            raise (InvalidParams if "cursor" in str(exc) else Rejected)(str(exc)) from exc
         tx = self.tx(params.tx)
-        descending = params.direction == "desc"
-        page = self.client(params.schema).jobs.list(
-            states=params.states or None, kinds=params.kinds or None, queues=params.queues or None,
-            ids=params.ids or None, priorities=params.priorities or None,
-            tags_any=params.tags_all or None, order_by=order_by, descending=descending,
-            limit=params.limit or 100, after=params.after or None, tx=tx,
-        )
-        cursor = encode_job_cursor(page.jobs[-1], order_by, descending) if page.jobs else None
-        return {"cursor": cursor, "jobs": self.jobs(page.jobs, params.schema, tx)}
+        database = self.database(params.schema)
+        if tx is not None:
+            rows = executor_for_caller_tx(tx, schema=params.schema or None, expect=self.driver).run(intent)
+        else:
+            with database.executor(readonly=True) as executor:
+                rows = executor.run(intent)
+        cursor = go_job_list_cursor(rows[-1], params.order_by or "id") if rows else None
+        return {"cursor": cursor, "jobs": self.jobs(rows, params.schema, tx)}
 
     def queue(self, raw: Any) -> None:
         params = p.decode(p.QueueParams, raw)

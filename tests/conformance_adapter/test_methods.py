@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Iterator
@@ -133,7 +134,7 @@ def test_list_filters_orders_and_pages(adapter: Pair) -> None:
     process, _ = adapter
     ids = [r["job"]["id"] for r in process.insert(*[
         echo(f"page {i}", priority=i + 1, tags=["pagination_jobs"], queue="paging",
-             scheduled_at=f"2099-01-01T00:00:0{i + 1}Z") for i in range(3)])]
+             scheduled_at=f"2099-01-01T00:00:0{i + 1}Z", metadata={"page": i}) for i in range(3)])]
     params = {"direction": "desc", "limit": 2, "order_by": "scheduled_at", "priorities": [1, 2, 3],
               "queues": ["paging"], "states": ["scheduled"], "tags_all": ["pagination_jobs"]}
     first = process.call("list", params)
@@ -145,7 +146,20 @@ def test_list_filters_orders_and_pages(adapter: Pair) -> None:
     assert process.call("list", {**params, "after": rest["cursor"]}) == {"cursor": None, "jobs": []}
     by_kind = process.call("list", {"kinds": ["nobody"], "ids": ids})
     assert by_kind == {"cursor": None, "jobs": []}
-    assert process.error_code("list", {"order_by": "time"}) == jsonrpc.REJECTED
+    by_time = process.call("list", {**params, "order_by": "time", "direction": "asc"})
+    assert [job["id"] for job in by_time["jobs"]] == [ids[0], ids[1]]
+    # River Go's cursor text: URL-safe base64 of its JSON, the sort value in Go's time format.
+    assert json.loads(base64.urlsafe_b64decode(by_time["cursor"])) == {
+        "id": ids[1], "kind": "conformance_echo", "queue": "paging", "sort_field": "time",
+        "time": "2099-01-01T00:00:02Z"}
+    with_metadata = process.call("list", {"ids": ids, "metadata": {"page": 1},
+                                          "tags_all": ["pagination_jobs"]})
+    assert [job["id"] for job in with_metadata["jobs"]] == [ids[1]]
+    assert process.call("list", {"ids": ids, "tags_all": ["pagination_jobs", "absent"]})["jobs"] == []
+    assert process.error_code("list", {"order_by": "kind"}) == jsonrpc.REJECTED
+    unfinalized = {"order_by": "finalized_at", "states": ["available"]}
+    assert process.error_code("list", unfinalized) == jsonrpc.REJECTED
+    assert process.error_code("list", {"after": "???"}) == jsonrpc.INVALID_PARAMS
 
 
 def test_cancel_and_retry(adapter: Pair) -> None:

@@ -861,6 +861,52 @@ def test_list_jobs_order_and_cursor(db: DB) -> None:
         db.run(ListJobs(order_by="kind"))
 
 
+def test_list_jobs_tags_all_and_metadata_containment(db: DB) -> None:
+    rows = put(
+        db,
+        full(tags=("red", "blue"), metadata=b'{"writer": "go", "n": 1}'),
+        full(tags=("red",), metadata=b'{"writer": "python"}'),
+        full(tags=("blue", "red", "green"), metadata=b'{"writer": "python", "n": 1}'),
+    )
+    ids = [r.id for r in rows]
+
+    def listed(**kw: Any) -> list[int]:
+        return [j.id for j in db.run(ListJobs(filter=JobListFilter(**kw)))]
+
+    assert listed(tags_all=("red", "blue")) == [ids[0], ids[2]]
+    assert listed(tags_all=("red",)) == ids
+    assert listed(tags_all=("red", "purple")) == []
+    if db.pg:
+        assert listed(metadata_contains=b'{"writer":"python"}') == [ids[1], ids[2]]
+        assert listed(metadata_contains=b'{"n":1}', tags_all=("green",)) == [ids[2]]
+    else:
+        with pytest.raises(ValidationError, match="not supported on SQLite"):
+            listed(metadata_contains=b'{"writer":"python"}')
+
+
+def test_list_jobs_go_keyset(db: DB) -> None:
+    rows = put(
+        db,
+        full(state=S.COMPLETED, finalized_at=T0 + timedelta(seconds=2)),
+        full(state=S.COMPLETED, finalized_at=T0),
+        full(state=S.COMPLETED, finalized_at=T0),
+        full(state=S.RUNNING, attempt=1, attempted_at=T0),
+    )
+    ids = [r.id for r in rows]
+
+    def listed(**kw: Any) -> list[int]:
+        return [j.id for j in db.run(ListJobs(go_keyset=True, **kw))]
+
+    finalized = JobListFilter(states=(S.COMPLETED,))
+    assert listed(order_by="finalized_at", filter=finalized) == [ids[1], ids[2], ids[0]]
+    assert listed(order_by="finalized_at", filter=finalized, after=(T0, ids[1])) == [ids[2], ids[0]]
+    assert listed(order_by="finalized_at", filter=finalized, descending=True, after=(T0, ids[2])) == [ids[1]]
+    # Go's zero cursor time: ids alone decide, whatever the order column.
+    assert listed(order_by="finalized_at", filter=finalized, after=(None, ids[1])) == [ids[2]]
+    assert listed(order_by="attempted_at", filter=JobListFilter(states=(S.RUNNING,))) == [ids[3]]
+    assert listed(order_by="id", descending=True, after=(None, ids[2])) == [ids[1], ids[0]]
+
+
 def test_cancel_job(db: DB) -> None:
     stamp = b'"2031-03-04T12:00:00.25Z"'
     avail, running, done = put(

@@ -48,6 +48,10 @@ def _filter(d: Any, b: Binder, f: JobListFilter, alias: str = "") -> list[str]:
         where.append(f"{q}priority = ANY({b.p(list(f.priorities))}::smallint[])")
     if f.tags_any is not None:
         where.append(f"{q}tags && {b.p(list(f.tags_any))}::varchar(255)[]")
+    if f.tags_all is not None:
+        where.append(f"{q}tags @> {b.p(list(f.tags_all))}::varchar(255)[]")
+    if f.metadata_contains is not None:
+        where.append(f"{q}metadata @> {b.p(f.metadata_contains.decode())}::jsonb")
     if f.created_before is not None:
         where.append(f"{q}created_at < {b.p(f.created_before)}::timestamptz")
     if f.created_after is not None:
