@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 IMPLEMENTATION = "python"
 DRIVERS = ("postgres", "sqlite")
 POOL_SIZE = 8  # plus the worker client's listener: River's adapters hold at most 10 connections
-SCHEMA_POOL_SIZE = 2  # a schema named by a request, besides the URL's own
+SCHEMA_POOL_SIZE = 1  # a schema named by a request, besides the URL's own
+SCHEMA_POOLS_KEPT = 2
 STOP_TIMEOUT = 10.0  # seconds a graceful stop lets jobs finish before cancelling them
 EVENT_KINDS = (
     EventKind.JOB_CANCELLED, EventKind.JOB_COMPLETED, EventKind.JOB_FAILED, EventKind.JOB_SNOOZED,
@@ -113,6 +114,7 @@ class RunningClient:
     stats: Stats
     subscription: Subscription
     claim_barrier: str
+    schema: str
 
 
 class Adapter:
@@ -152,8 +154,13 @@ class Adapter:
             raise NotFound(str(exc)) from exc
 
     def database(self, schema: str = "") -> Database:
-        """The pool for ``schema`` ("" is the URL's own, through its search path)."""
-        database = self._databases.get(schema)
+        """The pool for ``schema`` ("" is the URL's own, through its search path).
+
+        Pools of named schemas hold one connection each, and only the most recent
+        few stay open (the running client's is kept), so a scenario walking through
+        many schemas stays within the protocol's ten connections.
+        """
+        database = self._databases.pop(schema, None)
         if database is None:
             if schema and self.driver == "sqlite":
                 raise Rejected("a schema is a Postgres notion: SQLite requests take none")
@@ -162,8 +169,20 @@ class Adapter:
                                              pool_size=SCHEMA_POOL_SIZE if schema else POOL_SIZE)
             else:
                 database = Database.from_sqlite_path(self._url)
-            self._databases[schema] = database
+        self._databases[schema] = database  # most recently used last
+        self._close_idle_schema_pools()
         return database
+
+    def _close_idle_schema_pools(self) -> None:
+        named = [name for name in self._databases if name]
+        in_use = self._running.schema if self._running is not None else None
+        for name in named[:max(0, len(named) - SCHEMA_POOLS_KEPT)]:
+            if name == in_use:
+                continue
+            client = self._clients.pop(name, None)
+            if client is not None:
+                client.close()
+            self._databases.pop(name).close()
 
     def client(self, schema: str = "") -> Client:
         """The insert-only client for ``schema``."""
@@ -233,7 +252,7 @@ class Adapter:
         client, tx = self.client(params.schema), self.tx(params.tx)
         items = [InsertManyParams(EchoArgs(job.behavior, job.duration_ms, job.message),
                                   _insert_opts(job.opts)) for job in params.jobs]
-        results = client.insert_many(items, tx=tx) if items else []
+        results = client.insert_many(items, tx=tx)  # an empty batch is River's refusal too
         jobs = self.jobs([result.job for result in results], params.schema, tx)
         return {"results": [{"job": job, "unique_skipped_as_duplicate": result.unique_skipped_as_duplicate}
                             for job, result in zip(jobs, results, strict=True)]}
@@ -319,7 +338,7 @@ class Adapter:
         except BaseException:
             subscription.close()
             raise
-        self._running = RunningClient(client, stats, subscription, params.claim_barrier)
+        self._running = RunningClient(client, stats, subscription, params.claim_barrier, params.schema)
 
     def stats(self, raw: Any) -> dict[str, Any]:
         p.decode(p.Empty, raw)

@@ -323,3 +323,32 @@ def test_request_resign_moves_leadership(adapter: Pair) -> None:
         assert process.call("stats")["periodic_starts"] >= 2
     finally:
         process.call("stop")
+
+
+def test_requests_in_named_schemas_stay_within_ten_connections(adapter: Pair) -> None:
+    process, schema = adapter
+    names = [f"{schema.name}_custom", schema.name + "s" * (46 - len(schema.name)), f"MixedCase{schema.name}"]
+    names += [f"{schema.name}_v{i}" for i in range(4)]
+    try:
+        for name in names:
+            schema.conn.execute(f'CREATE SCHEMA "{name}"')
+            assert process.call("migrate", {"schema": name})["versions"]
+            assert process.call("migrate", {"schema": name})["versions"] == []  # seen as migrated
+            job = process.insert(echo("in a named schema"), schema=name)[0]["job"]
+            assert process.call("list", {"ids": [job["id"]], "schema": name})["jobs"] == [job]
+            assert _count(schema, f"SELECT count(*) FROM \"{name}\".river_job") == 1
+        assert _count(schema, "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                              f"'{process.application_name}'") <= 10
+        too_long = schema.name + "s" * (47 - len(schema.name))
+        refused = process.error_code("insert", {"jobs": [echo("too long")], "schema": too_long})
+        assert refused == jsonrpc.REJECTED
+        process.call("start", {"client_id": "custom-schema", "schema": names[0], "max_workers": 1})
+        try:
+            job = process.insert(echo("worked in a named schema"), schema=names[0])[0]["job"]
+            wait_for("the job completing", lambda: process.call(
+                "list", {"ids": [job["id"]], "schema": names[0]})["jobs"][0]["state"] == "completed")
+        finally:
+            process.call("stop")
+    finally:
+        for name in names:
+            schema.conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')

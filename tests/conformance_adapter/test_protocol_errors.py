@@ -109,6 +109,7 @@ def test_not_found_names_jobs_queues_and_transactions(adapter: tuple[AdapterProc
 def test_what_river_refuses_is_rejected(adapter: tuple[AdapterProcess, ScenarioSchema]) -> None:
     process, schema = adapter
     assert process.error_code("insert", {"jobs": [echo("bad tag", tags=["a"])]}) == jsonrpc.REJECTED
+    assert process.error_code("insert", {"jobs": []}) == jsonrpc.REJECTED
     assert process.error_code("insert", {"jobs": [echo("bad state", unique={"by_state": ["nowhere"]})]}) \
         == jsonrpc.REJECTED
     assert process.error_code("insert", {"jobs": [echo("bad priority", priority=9)]}) == jsonrpc.REJECTED
