@@ -6,19 +6,22 @@
   the row reader could not hold exactly come from the stored text instead
   (``has_inexact_numbers`` tells the caller to read it);
 - times are RFC 3339 in UTC with the precision the database stored
-  (microseconds on Postgres, milliseconds on SQLite), written as Go writes
-  a ``time.Time``;
+  (microseconds on Postgres, milliseconds on SQLite; attempt errors keep the
+  nanoseconds of their JSON text when it is given), written as Go writes a
+  ``time.Time``;
 - ``unique_key`` is lowercase hex, ``unique_states`` the state names sorted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from river_protocol.golang.gotime import format_rfc3339nano
+from river_protocol.golang.encoding_json import parse_gotime
+from river_protocol.golang.gotime import GoTime, format_rfc3339nano
 from river_protocol.job import JobRow
 from river_protocol.metadata_keys import UNIQUE_NONCE
 from river_protocol.unique import bitmask_to_states
@@ -47,8 +50,28 @@ def job_metadata(metadata: Mapping[str, Any] | str) -> dict[str, Any]:
     return decoded
 
 
-def protocol_job(job: JobRow, metadata_text: str | None = None) -> dict[str, Any]:
-    """``job`` as the protocol's ``Job``; ``metadata_text`` is its stored metadata when read apart."""
+def _error_times(job: JobRow, errors_text: str | None) -> list[str | None]:
+    """Each attempt error's time: from the stored text when it matches the row, else the row's."""
+    times = [_time(error.at) for error in job.errors]
+    if errors_text is None:
+        return times
+    stored = loads(errors_text)
+    if not isinstance(stored, list) or len(stored) != len(job.errors):
+        return times  # changed since the row was read: keep the row's own
+    for i, element in enumerate(stored):
+        at = element.get("at") if isinstance(element, dict) else None
+        if isinstance(at, str):
+            with contextlib.suppress(ValueError):  # not RFC 3339: the row reader's reading stands
+                times[i] = GoTime(parse_gotime(at).unix_ns, UTC).format_rfc3339(nano=True)
+    return times
+
+
+def protocol_job(
+    job: JobRow, metadata_text: str | None = None, errors_text: str | None = None
+) -> dict[str, Any]:
+    """``job`` as the protocol's ``Job``; ``metadata_text`` and ``errors_text`` are its stored
+    metadata and errors (a JSON array) when they were read apart."""
+    error_times = _error_times(job, errors_text)
     return {
         "args": RawJSON(job.encoded_args.decode()),
         "attempt": job.attempt,
@@ -56,8 +79,8 @@ def protocol_job(job: JobRow, metadata_text: str | None = None) -> dict[str, Any
         "attempted_by": list(job.attempted_by),
         "created_at": _time(job.created_at),
         "errors": [
-            {"at": _time(e.at), "attempt": e.attempt, "error": e.error, "trace": e.trace}
-            for e in job.errors
+            {"at": at, "attempt": e.attempt, "error": e.error, "trace": e.trace}
+            for e, at in zip(job.errors, error_times, strict=True)
         ],
         "finalized_at": _time(job.finalized_at),
         "id": job.id,

@@ -201,21 +201,26 @@ class Adapter:
         return open_tx.conn
 
     def jobs(self, rows: Sequence[Any], schema: str, tx: Any) -> list[dict[str, Any]]:
-        """Rows in the protocol's form; metadata the row reader rounded is read again as text."""
-        inexact = [row.id for row in rows if has_inexact_numbers(row.metadata)]
-        texts = self._metadata_texts(inexact, schema, tx) if inexact else {}
-        return [protocol_job(row, texts.get(row.id)) for row in rows]
+        """Rows in the protocol's form. The row reader keeps attempt error times to microseconds
+        and metadata numbers as floats, so jobs with errors or with a number no float holds
+        have those columns read again as stored text, in the same transaction."""
+        reread = [row.id for row in rows if row.errors or has_inexact_numbers(row.metadata)]
+        texts = self._stored_texts(reread, schema, tx) if reread else {}
+        return [protocol_job(row, *texts.get(row.id, (None, None))) for row in rows]
 
-    def _metadata_texts(self, ids: list[int], schema: str, tx: Any) -> dict[int, str]:
+    def _stored_texts(self, ids: list[int], schema: str, tx: Any) -> dict[int, tuple[str, str]]:
+        """``{id: (metadata, errors)}`` as the database stores them, as JSON text."""
         database = self.database(schema)
         table = f"{database.dialect.prefix}river_job"
-        column = "metadata::text" if self.driver == "postgres" else "json(metadata)"
-        marker = "%s" if self.driver == "postgres" else "?"
-        query = f"SELECT id, {column} FROM {table} WHERE id IN ({', '.join([marker] * len(ids))})"
+        if self.driver == "postgres":
+            columns, marker = "metadata::text, coalesce(to_json(errors)::text, '[]')", "%s"
+        else:
+            columns, marker = "json(metadata), coalesce(json(errors), '[]')", "?"
+        query = f"SELECT id, {columns} FROM {table} WHERE id IN ({', '.join([marker] * len(ids))})"
         with contextlib.ExitStack() as stack:
             conn = tx if tx is not None else stack.enter_context(database.executor(readonly=True)).conn
             rows = conn.execute(query, ids).fetchall()
-        return {int(row[0]): str(row[1]) for row in rows}
+        return {int(row[0]): (str(row[1]), str(row[2])) for row in rows}
 
     def close(self) -> None:
         """Stop the worker client, roll back open transactions, close the pools."""

@@ -19,6 +19,7 @@ from river_protocol.client_core import LeaderElectionConfig, MaintenanceConfig, 
 from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.options import InsertOpts
+from river_protocol.outcomes import Failed
 from river_protocol.unique import UniqueOpts
 from river_protocol.work import JobCancel, JobSnooze
 from river_protocol.workers import Workers
@@ -54,10 +55,6 @@ class PeerArgs(EchoArgs):
 @dataclass
 class RenamedArgs(EchoArgs):
     kind: ClassVar[str] = KIND_ECHO_RENAMED
-
-
-class ConformanceRetryableError(Exception):
-    """What ``behavior: "error"`` raises (stored as ``ConformanceRetryableError: <message>``)."""
 
 
 class Barriers:
@@ -139,7 +136,8 @@ class EchoWorker:
             ctx.raise_if_cancelled()
             return None
         if behavior == "error":
-            raise ConformanceRetryableError(ERROR_RETRYABLE)
+            # Returned, as a Go worker returns its error: stored as the bare message, no trace.
+            return Failed(ERROR_RETRYABLE)
         if behavior == "output":
             ctx.record_output({"message": args.message})
             return None

@@ -223,18 +223,22 @@ def test_start_works_jobs_and_stats_count_events(adapter: Pair) -> None:
         assert process.error_code("start", {"client_id": "second"}) == jsonrpc.REJECTED
         jobs = [r["job"] for r in process.insert(
             echo("done", queue="work"), echo("out", "output", queue="work"),
-            echo("nope", "cancel", queue="work"), echo("fails", "error", queue="work"),
-            echo("snooze", "snooze_once", queue="work", metadata={}))]
-        done, output, cancelled, failed, snoozed = (schema.wait_job(job["id"]) for job in jobs)
+            echo("nope", "cancel", queue="work"), echo("fails", "error", queue="work", max_attempts=1),
+            echo("snooze", "snooze_once", queue="work", metadata={}),
+            echo("raises", "no_such_behavior", queue="work"))]
+        done, output, cancelled, failed, snoozed, raised = (schema.wait_job(job["id"]) for job in jobs)
         assert done["state"] == "completed" and done["attempted_by"] == ["py-worker"]
         assert output["metadata"]["output"] == {"message": "out"}
         assert cancelled["state"] == "cancelled"
-        assert failed["state"] == "cancelled"  # the error handler cancels every failed attempt
-        assert "conformance retryable error" in failed["errors"][0]["error"]
+        # Returned as a Go worker returns its error: the bare message, no trace.
+        assert failed["state"] == "discarded"
+        assert [(e["error"], e["trace"]) for e in failed["errors"]] == [("conformance retryable error", "")]
         assert snoozed["state"] == "completed" and "snoozes" in snoozed["metadata"]
-        stats = wait_for("five outcomes", lambda: len((s := process.call("stats"))["events"]) >= 6 and s)
-        assert sorted(stats["events"]) == sorted(["job_completed", "job_completed", "job_cancelled",
-                                                  "job_cancelled", "job_snoozed", "job_completed"])
+        assert raised["state"] == "cancelled"  # the error handler cancels a raised failure
+        stats = wait_for("the outcomes", lambda: len((s := process.call("stats"))["events"]) >= 7 and s)
+        assert sorted(stats["events"]) == sorted([
+            "job_completed", "job_completed", "job_cancelled", "job_failed", "job_snoozed", "job_completed",
+            "job_cancelled"])
         assert stats["error_handler_calls"] == 1
     finally:
         process.call("stop")
@@ -352,3 +356,16 @@ def test_requests_in_named_schemas_stay_within_ten_connections(adapter: Pair) ->
     finally:
         for name in names:
             schema.conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def test_attempt_error_times_keep_the_nanoseconds_stored(adapter: Pair) -> None:
+    process, schema = adapter
+    error = '{"at":"2026-01-02T04:04:06.123456789+01:00","attempt":1,"error":"boom","trace":""}'
+    (job_id,) = schema.conn.execute(
+        "INSERT INTO river_job (args, kind, max_attempts, queue, state, attempt, errors) VALUES "
+        """('{"behavior":"","duration_ms":0,"message":"errs"}', 'conformance_echo', 25, 'nowhere',"""
+        " 'available', 1, ARRAY[%s::jsonb]) RETURNING id", (error,)).fetchone()
+    (job,) = process.call("list", {"ids": [job_id]})["jobs"]
+    assert job["errors"] == [
+        {"at": "2026-01-02T03:04:06.123456789Z", "attempt": 1, "error": "boom", "trace": ""}]
+    assert process.call("retry", {"id": job_id})["errors"] == job["errors"]

@@ -68,3 +68,25 @@ def test_outcome_of_a_job_no_longer_running_publishes_no_event(h: Harness, clien
     # Stop waited for the running job and flushed the completer, then closed the subscription.
     assert _events_of(sub, job_id) == []
     assert row(client_db_url, job_id).state is JobState.RETRYABLE
+
+
+def test_a_job_discarded_elsewhere_meanwhile_is_announced_as_failed(h: Harness, client_db_url: str) -> None:
+    # An operator (or another client) finalized the row while the worker ran: the completion
+    # changes nothing, and the event says what the row now says (River Go's job_failed).
+    ran = threading.Event()
+
+    def work(ctx: object, args: Task) -> None:
+        _raw_update(
+            client_db_url, ctx.job.id,  # type: ignore[attr-defined]
+            "state = 'discarded', finalized_at = now()",
+            "state = 'discarded', finalized_at = strftime('%Y-%m-%d %H:%M:%f', 'now')",
+        )
+        ran.set()
+
+    client = fast_client(h, client_db_url, h.workers(work, Task, threaded=True))
+    sub = client.subscribe()
+    with client:
+        job_id = client.insert(Task("x")).job.id
+        assert ran.wait(WAIT)
+    assert _events_of(sub, job_id) == [(EventKind.JOB_FAILED, JobState.DISCARDED)]
+    assert row(client_db_url, job_id).state is JobState.DISCARDED
