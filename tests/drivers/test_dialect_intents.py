@@ -907,6 +907,43 @@ def test_list_jobs_go_keyset(db: DB) -> None:
     assert listed(order_by="id", descending=True, after=(None, ids[2])) == [ids[1], ids[0]]
 
 
+@_only("postgres")
+@pytest.mark.parametrize("kind", ["cancel", "retry"])
+def test_the_loser_of_a_cancel_or_retry_race_returns_the_committed_row(db: DB, kind: str) -> None:
+    import threading
+
+    import psycopg
+
+    (job,) = put(db, full(state=S.SCHEDULED, scheduled_at=T0 + timedelta(days=3650)))
+
+    def intent(stamp: bytes) -> Any:
+        return CancelJob(id=job.id, cancel_attempted_at=stamp) if kind == "cancel" else RetryJob(id=job.id)
+
+    url = db.conn.info.dsn
+    winner = psycopg.connect(url)  # a transaction that holds the row until it commits
+    winner.execute("SELECT 1")  # psycopg opened the transaction
+    won = Executor(winner, PostgresDialect(), in_caller_tx=True).run(intent(b'"2031-01-01T00:00:00.5Z"'))
+    lost: list[JobRow] = []
+    loser_conn = psycopg.connect(url, autocommit=True)
+    loser = threading.Thread(target=lambda: lost.append(
+        Executor(loser_conn, PostgresDialect()).run(intent(b'"2031-01-01T00:00:09Z"'))))
+    loser.start()
+    try:
+        for _ in range(500):  # until the loser's statement waits on the winner's row lock
+            row = db.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                  " AND datname = current_database()").fetchone()
+            if row is not None and row[0] > 0:
+                break
+            loser.join(0.01)
+        assert not lost, "the loser returned before the winner committed"
+        winner.commit()
+        loser.join(15)
+    finally:
+        winner.close()
+    loser_conn.close()
+    assert lost == [won] == [get(db, job.id)]
+
+
 def test_cancel_job(db: DB) -> None:
     stamp = b'"2031-03-04T12:00:00.25Z"'
     avail, running, done = put(
