@@ -311,6 +311,15 @@ class GetQueue(Intent):
 
 
 @dataclass(frozen=True, slots=True)
+class GetCancelRequested(Intent):
+    """Of ``ids``, the jobs still running whose metadata holds a ``cancel_attempted_at``: how a
+    poll-only producer learns of cancellations it cannot hear (§12.6). Result: ``(id, value)``
+    pairs in id order, the value being the ``cancel_attempted_at`` string."""
+
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ListQueues(Intent):
     limit: int = 100
     after_name: str | None = None

@@ -45,6 +45,7 @@ from river_protocol.intents import (
     DropIndex,
     FetchNotifications,
     FullJobRow,
+    GetCancelRequested,
     GetJob,
     GetJobs,
     GetLeader,
@@ -942,6 +943,22 @@ def test_the_loser_of_a_cancel_or_retry_race_returns_the_committed_row(db: DB, k
         winner.close()
     loser_conn.close()
     assert lost == [won] == [get(db, job.id)]
+
+
+def test_get_cancel_requested_names_running_jobs_with_a_cancel_attempt(db: DB) -> None:
+    stamp = b'{"cancel_attempted_at":"2031-01-01T00:00:00Z"}'
+    asked, unasked, done, other = put(
+        db,
+        full(state=S.RUNNING, attempt=1, attempted_at=T0, metadata=stamp),
+        full(state=S.RUNNING, attempt=1, attempted_at=T0),
+        full(state=S.CANCELLED, finalized_at=T0, metadata=stamp),
+        full(state=S.RUNNING, attempt=1, attempted_at=T0, metadata=stamp),
+    )
+    ids = (asked.id, unasked.id, done.id)
+    when = "2031-01-01T00:00:00Z"
+    assert db.run(GetCancelRequested(ids=ids)) == ((asked.id, when),)
+    assert db.run(GetCancelRequested(ids=(other.id, asked.id))) == ((asked.id, when), (other.id, when))
+    assert db.run(GetCancelRequested(ids=())) == ()
 
 
 def test_cancel_job(db: DB) -> None:
