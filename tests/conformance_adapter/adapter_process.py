@@ -170,6 +170,18 @@ class ScenarioSchema:
         found: dict[str, Any] = wait_for(f"job {job_id} in {wanted}", reached, timeout)
         return found
 
+    def insert_raw(
+        self, args: str, *, metadata: str = "{}", attempt: int = 0, errors: tuple[str, ...] = ()
+    ) -> int:
+        """A job row written outside River (no notification), as the harness's InsertRaw does,
+        in a queue nothing works; returns its id."""
+        row = self.conn.execute(
+            "INSERT INTO river_job (args, kind, max_attempts, metadata, queue, state, attempt, errors)"
+            " VALUES (%s::jsonb, 'conformance_echo', 25, %s::jsonb, 'nowhere', 'available', %s,"
+            " %s::jsonb[]) RETURNING id", (args, metadata, attempt, list(errors) or None)).fetchone()
+        assert row is not None
+        return int(row[0])
+
     def drop(self) -> None:
         self.conn.execute(f'DROP SCHEMA "{self.name}" CASCADE')
         self.conn.close()

@@ -112,10 +112,7 @@ def test_insert_batch_with_options_and_unique_duplicates(adapter: Pair) -> None:
 def test_numbers_beyond_a_float_are_reported_exactly(adapter: Pair) -> None:
     process, schema = adapter
     numbers = '{"beyond_float":1e400,"negative":-9223372036854775808}'
-    (job_id,) = schema.conn.execute(
-        "INSERT INTO river_job (args, kind, max_attempts, metadata, queue, state) VALUES "
-        """('{"behavior":"","duration_ms":0,"message":"big","n":1e400}', 'conformance_echo', 25, %s,"""
-        " 'nowhere', 'available') RETURNING id", (numbers,)).fetchone()
+    job_id = schema.insert_raw('{"behavior":"","duration_ms":0,"message":"big","n":1e400}', metadata=numbers)
     request = {"jsonrpc": "2.0", "id": 77, "method": "list", "params": {"ids": [job_id]}}
     raw = process.send_raw(json.dumps(request))
     # Strict JSON (no Infinity), numbers read exactly: what the harness's decoder accepts.
@@ -361,10 +358,7 @@ def test_requests_in_named_schemas_stay_within_ten_connections(adapter: Pair) ->
 def test_attempt_error_times_keep_the_nanoseconds_stored(adapter: Pair) -> None:
     process, schema = adapter
     error = '{"at":"2026-01-02T04:04:06.123456789+01:00","attempt":1,"error":"boom","trace":""}'
-    (job_id,) = schema.conn.execute(
-        "INSERT INTO river_job (args, kind, max_attempts, queue, state, attempt, errors) VALUES "
-        """('{"behavior":"","duration_ms":0,"message":"errs"}', 'conformance_echo', 25, 'nowhere',"""
-        " 'available', 1, ARRAY[%s::jsonb]) RETURNING id", (error,)).fetchone()
+    job_id = schema.insert_raw('{"behavior":"","duration_ms":0,"message":"errs"}', attempt=1, errors=(error,))
     (job,) = process.call("list", {"ids": [job_id]})["jobs"]
     assert job["errors"] == [
         {"at": "2026-01-02T03:04:06.123456789Z", "attempt": 1, "error": "boom", "trace": ""}]
