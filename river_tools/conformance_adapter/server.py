@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -56,6 +57,7 @@ POOL_SIZE = 8  # plus the worker client's listener: River's adapters hold at mos
 SCHEMA_POOL_SIZE = 1  # a schema named by a request, besides the URL's own
 SCHEMA_POOLS_KEPT = 2
 STOP_TIMEOUT = 10.0  # seconds a graceful stop lets jobs finish before cancelling them
+QUEUE_ROW_WAIT = 10.0  # seconds start waits for its producers' queue rows
 EVENT_KINDS = (
     EventKind.JOB_CANCELLED, EventKind.JOB_COMPLETED, EventKind.JOB_FAILED, EventKind.JOB_SNOOZED,
     EventKind.QUEUE_PAUSED, EventKind.QUEUE_RESUMED,
@@ -344,6 +346,23 @@ class Adapter:
             subscription.close()
             raise
         self._running = RunningClient(client, stats, subscription, params.claim_barrier, params.schema)
+        self._await_queue_rows(client, settings["queues"])
+
+    @staticmethod
+    def _await_queue_rows(client: Client, queues: Sequence[str]) -> None:
+        """Return once every queue's row exists, as River Go's ``Start`` does: its producers
+        upsert their queues before it returns, and scenarios pause a queue right after ``start``.
+        ``river_sync``'s producers upsert on their own threads just after ``start()``."""
+        deadline = time.monotonic() + QUEUE_ROW_WAIT
+        for name in queues:
+            while True:
+                try:
+                    client.queues.get(name)
+                    break
+                except QueueNotFoundError:
+                    if time.monotonic() > deadline:
+                        raise Rejected(f"queue {name!r} was not created within {QUEUE_ROW_WAIT} s") from None
+                    time.sleep(0.005)
 
     def stats(self, raw: Any) -> dict[str, Any]:
         p.decode(p.Empty, raw)

@@ -174,8 +174,8 @@ def test_queue_pause_resume_update(adapter: Pair) -> None:
     process, schema = adapter
     process.call("start", {"client_id": "queue-owner", "queues": ["q_admin"], "max_workers": 1})
     try:
-        wait_for("the queue row", lambda: schema.conn.execute(
-            "SELECT 1 FROM river_queue WHERE name = 'q_admin'").fetchone())
+        # As River Go's Start: the queue's row exists once start has answered.
+        assert _count(schema, "SELECT count(*) FROM river_queue WHERE name = 'q_admin'") == 1
         process.call("queue", {"action": "pause", "name": "q_admin"})
         assert schema.conn.execute("SELECT paused_at IS NOT NULL FROM river_queue WHERE name = 'q_admin'") \
             .fetchone() == (True,)
