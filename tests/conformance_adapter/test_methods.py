@@ -363,3 +363,30 @@ def test_attempt_error_times_keep_the_nanoseconds_stored(adapter: Pair) -> None:
     assert job["errors"] == [
         {"at": "2026-01-02T03:04:06.123456789Z", "attempt": 1, "error": "boom", "trace": ""}]
     assert process.call("retry", {"id": job_id})["errors"] == job["errors"]
+
+
+def test_resumable_cursor_and_sleep_behaviours(adapter: Pair) -> None:
+    process, schema = adapter
+    job = process.insert(echo("resumable", "resumable_cursor", queue="resumable", max_attempts=3,
+                              metadata={"application": "retained"}))[0]["job"]
+    seen: list[tuple[object, ...]] = []
+    for attempt in (1, 2, 3):
+        process.call("start", {"client_id": "resumable", "queues": ["resumable"], "max_workers": 1,
+                               "retry_delay_ms": 60_000})
+        row = schema.wait_job(job["id"], "completed" if attempt == 3 else "retryable")
+        process.call("stop")
+        seen.append((row["attempt"], row["metadata"].get("river:resumable_step"),
+                     row["metadata"].get("river:resumable_cursor"), row["metadata"].get("cursor_observed")))
+        assert row["metadata"]["first_attempt"] == 1 and row["metadata"]["application"] == "retained"
+        if attempt < 3:
+            process.call("retry", {"id": job["id"]})
+    assert seen == [(1, "first", {"second": 7}, None), (2, "second", None, 7), (3, "second", None, 7)]
+
+    process.call("start", {"client_id": "sleeper", "queues": ["sleep"], "max_workers": 1})
+    try:
+        nap = {"behavior": "sleep", "duration_ms": 150, "message": "nap", "opts": {"queue": "sleep"}}
+        slept = process.insert(nap)
+        done = schema.wait_job(slept[0]["job"]["id"])
+        assert done["state"] == "completed"
+    finally:
+        process.call("stop")
