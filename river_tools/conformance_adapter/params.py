@@ -21,7 +21,6 @@ import typing
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from functools import cache
 from typing import Any, TypeVar, Union
 
 from river_protocol.golang.gotime import parse_time
@@ -37,8 +36,7 @@ class JSONValue:
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
+def _hints(cls: Any) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 

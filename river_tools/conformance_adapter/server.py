@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote
 
 from river_db.caller_tx import executor_for_caller_tx
@@ -28,6 +28,7 @@ from river_protocol.go_job_list import go_job_list_cursor, go_list_jobs_intent
 from river_protocol.intents import Notify
 from river_protocol.machines.notifications import TOPIC_LEADERSHIP, build_request_resign
 from river_protocol.options import InsertOpts
+from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts
 from river_sync import Client, Database
 from river_sync.events import Subscription
@@ -213,7 +214,7 @@ class Adapter:
     def _stored_texts(self, ids: list[int], schema: str, tx: Any) -> dict[int, tuple[str, str]]:
         """``{id: (metadata, errors)}`` as the database stores them, as JSON text."""
         database = self.database(schema)
-        table = f"{database.dialect.prefix}river_job"
+        table = f'"{schema}".river_job' if schema else "river_job"  # as the dialects qualify it
         if self.driver == "postgres":
             columns, marker = "metadata::text, coalesce(to_json(errors)::text, '[]')", "%s"
         else:
@@ -413,7 +414,9 @@ def _insert_opts(opts: p.InsertOptsParams | None) -> InsertOpts | None:
             unique = UniqueOpts(
                 by_args=u.by_args,
                 by_period=timedelta(milliseconds=u.by_period_ms) if u.by_period_ms else None,
-                by_queue=u.by_queue, by_state=u.by_state or None, exclude_kind=u.exclude_kind,
+                # Names as given: UniqueOpts refuses an unknown one in River's words.
+                by_queue=u.by_queue, by_state=cast("tuple[JobState, ...]", u.by_state) or None,
+                exclude_kind=u.exclude_kind,
             )
         except ValidationError as exc:
             raise Rejected(str(exc)) from exc
