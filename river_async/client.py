@@ -644,6 +644,8 @@ class Client(ClientBase):
         clock = type(self)._clock
         job_tasks = self._job_tasks
         assert job_tasks is not None
+        hook = self.testing_claim_hook  # TESTING ONLY (river_db.client_base.ClaimHook)
+        held: list[JobRun] = []
         for job in jobs:
             plan = self._core.plan_job(job)
             run = JobRun(queue, plan, CancellationToken(), clock())
@@ -653,7 +655,23 @@ class Client(ClientBase):
             if plan.immediate is not None:
                 self._finish_run(run, plan.immediate, metadata={})
                 continue
+            if hook is not None:
+                held.append(run)
+                continue
             job_tasks.submit(run)
+        if held and hook is not None and self._nursery is not None:
+            self._nursery.start_soon(self._start_after_hook, held, hook)
+
+    async def _start_after_hook(self, runs: list[JobRun], hook: Any) -> None:
+        """The claim is registered (remote cancels reach it); its jobs start once the hook returns."""
+        queue = runs[0].queue
+        try:
+            await anyio.to_thread.run_sync(hook, queue, [run.plan.job for run in runs], abandon_on_cancel=True)
+        finally:
+            job_tasks = self._job_tasks
+            if job_tasks is not None:
+                for run in runs:
+                    job_tasks.submit(run)
 
     def _async_chain(self, worker: WorkerEntry) -> CallNext | None:
         """The middleware chain around an async worker, built once per worker; None for a sync one."""

@@ -10,6 +10,9 @@ thread runs the client), its job runs and its stop.
 Driver hooks: ``_bind_database``, ``_unbind_database``, ``_make_leadership``,
 ``_init_driver``, ``_start_jobs``, ``_forget_held``, ``_reconfigured``; the class
 attributes ``_log``, ``_clock``, ``_outermost`` (the resumable-steps middleware).
+
+``testing_claim_hook`` (see ``ClaimHook``) is a seam for cross-implementation
+tests only; production code leaves it ``None``.
 """
 
 from __future__ import annotations
@@ -53,6 +56,18 @@ from river_protocol.retry import RetryPolicy
 from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
 from river_protocol.work import CancelCause
 from river_protocol.workers import Workers
+
+ClaimHook = Callable[[str, Sequence[Any]], None]
+"""TESTING ONLY: ``hook(queue, jobs)``, called once per claim that returned jobs.
+
+It runs after the claim committed and after the claimed jobs were registered as
+this client's running jobs, and before any of them starts: a remote cancellation
+that arrives meanwhile reaches them, and they start already cancelled. It may
+block (on a thread of its own on the threaded client); the client keeps fetching
+other queues and handling notifications, and the claim's jobs start once it
+returns. River's conformance adapter (``river_tools.conformance_adapter``) uses
+it to hold a client's first claim on a barrier. It decides nothing about jobs.
+"""
 
 
 class ClientBase:
@@ -132,6 +147,7 @@ class ClientBase:
         self._completer = None
         self._lifecycle = Lifecycle()
         self._hard_stop = False
+        self.testing_claim_hook: ClaimHook | None = None  # TESTING ONLY: see ClaimHook
         self._init_driver()
 
     # ---------------------------------------------------------------- driver hooks
@@ -187,6 +203,11 @@ class ClientBase:
     def is_leader(self) -> bool:
         """Whether this client currently leads (runs maintenance and periodic jobs)."""
         return bool(self._leadership.is_leader)
+
+    @property
+    def leadership_terms(self) -> int:
+        """Terms this client has won; each started its maintenance services and periodic enqueuer."""
+        return int(self._leadership.terms)
 
     def stats(self) -> ClientStats:
         """Runs in progress, and those that passed their timeout or got stuck (``river_db.job_runs``)."""

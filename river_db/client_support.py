@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from river_db.events import Event
-from river_protocol.client_core import EVENT_FOR_QUEUE, EVENT_FOR_REASON, LeaderElectionConfig
+from river_protocol.client_core import EVENT_FOR_QUEUE, LeaderElectionConfig, event_kind_for_completion
 from river_protocol.errors import ValidationError
 from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.producer import ProducerOutput
@@ -68,7 +68,8 @@ def report_completer_output(out: CompleterOutput, publish_all: Callable[[list[Ev
     """Publish the completions' events and log the outcomes that could not be recorded.
 
     An event names the outcome the stored row bears out, so a subscriber never hears of one
-    the database did not record.
+    the database did not record; a row finalized elsewhere meanwhile is announced by its state
+    (``event_kind_for_completion``).
     """
     events: list[Event] = []
     for completion in out.completions:
@@ -77,8 +78,9 @@ def report_completer_output(out: CompleterOutput, publish_all: Callable[[list[Ev
                 "river: job %d was no longer running (now %s); its outcome (%s) was not recorded",
                 completion.job.id, completion.job.state.value, completion.reason.value,
             )
+        kind = event_kind_for_completion(completion.persisted, completion.job.state)
+        if kind is None:
             continue
-        kind = EVENT_FOR_REASON[completion.persisted]
         events.append(Event(kind, job=completion.job, queue=completion.job.queue))
     if events:
         publish_all(events)

@@ -283,6 +283,24 @@ def event_kind_for(reason: CompletionReason, persisted: JobState) -> EventKind:
     return _EVENT_FOR_PERSISTED_STATE.get(persisted, EVENT_FOR_REASON[reason])
 
 
+# A finalized row someone else wrote while this client's worker ran (an operator, another
+# client): the event names what the row now says, as River Go's does (a discard is a failure).
+_EVENT_FOR_FINALIZED_ELSEWHERE = {
+    JobState.COMPLETED: EventKind.JOB_COMPLETED,
+    JobState.CANCELLED: EventKind.JOB_CANCELLED,
+    JobState.DISCARDED: EventKind.JOB_FAILED,
+}
+
+
+def event_kind_for_completion(persisted: CompletionReason | None, stored: JobState) -> EventKind | None:
+    """The event of one completion: the recorded outcome's, or, when this client's outcome was
+    not recorded, the finalized state the row was given meanwhile; None (no event) when the row
+    was moved elsewhere and is not finalized (rescued, retried), since nothing ended."""
+    if persisted is not None:
+        return EVENT_FOR_REASON[persisted]
+    return _EVENT_FOR_FINALIZED_ELSEWHERE.get(stored)
+
+
 EVENT_FOR_QUEUE = {
     QueueEventKind.PAUSED: EventKind.QUEUE_PAUSED,
     QueueEventKind.RESUMED: EventKind.QUEUE_RESUMED,

@@ -311,6 +311,15 @@ class GetQueue(Intent):
 
 
 @dataclass(frozen=True, slots=True)
+class GetCancelRequested(Intent):
+    """Of ``ids``, the jobs still running whose metadata holds a ``cancel_attempted_at``: how a
+    poll-only producer learns of cancellations it cannot hear (§12.6). Result: ``(id, value)``
+    pairs in id order, the value being the ``cancel_attempted_at`` string."""
+
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ListQueues(Intent):
     limit: int = 100
     after_name: str | None = None
@@ -444,18 +453,26 @@ class JobListFilter:
     created_before: datetime | None = None
     created_after: datetime | None = None
     finalized_before: datetime | None = None
+    tags_all: tuple[str, ...] | None = None  # every one of these tags
+    metadata_contains: bytes | None = None  # a JSON object the metadata contains (Postgres's @>)
 
 
 @dataclass(frozen=True, slots=True)
 class ListJobs(Intent):
-    """``order_by`` is ``id`` | ``scheduled_at`` | ``finalized_at`` | ``created_at``;
-    cursor pagination is keyset on (order column, id) after ``after``."""
+    """``order_by`` is ``id`` | ``scheduled_at`` | ``finalized_at`` | ``created_at`` | ``attempted_at``;
+    cursor pagination is keyset on (order column, id) after ``after``.
+
+    ``go_keyset``: River Go's ``JobList`` order and keyset instead of ours: the
+    database's own NULL placement (no ``IS NULL`` term), and an ``after`` whose
+    value is None compares ids alone (Go's zero cursor time).
+    """
 
     filter: JobListFilter = field(default_factory=JobListFilter)
     order_by: str = "id"
     descending: bool = False
     limit: int = 100
     after: tuple[Any, int] | None = None
+    go_keyset: bool = False
 
 
 @dataclass(frozen=True, slots=True)

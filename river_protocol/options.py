@@ -160,7 +160,8 @@ def resolve_insert_params(
     if not 1 <= len(kind) <= KIND_MAX_LEN:
         raise ValidationError(f"job kind must be 1 to {KIND_MAX_LEN} characters long, got {kind!r}")
 
-    max_attempts = opts.max_attempts or defaults.max_attempts or client_max_attempts
+    # River's drivers store min(max_attempts, 32767) in the smallint column rather than refuse it.
+    max_attempts = min(opts.max_attempts or defaults.max_attempts or client_max_attempts, MAX_SMALLINT)
     priority = opts.priority or defaults.priority or DEFAULT_PRIORITY
     queue = opts.queue or defaults.queue or DEFAULT_QUEUE
     validate_queue_name(queue)

@@ -511,26 +511,59 @@ class Client(ClientBase):
         # time (handing a whole claim over at once measured a third more CPU per job), and one
         # lock hold per chunk spares the producer a contended lock per job. Planning reads only
         # what is fixed once the client runs (workers, config), so it needs no lock.
+        hook = self.testing_claim_hook
+        if hook is not None:
+            self._start_held(queue, jobs, hook)
+            return
         for first in range(0, len(jobs), _START_CHUNK):
-            plans = [self._core.plan_job(job) for job in jobs[first:first + _START_CHUNK]]
-            started = utcnow()
-            runs = [JobRun(queue, plan, CancellationToken(), started) for plan in plans]
+            runs, hard = self._register_runs(queue, jobs[first:first + _START_CHUNK])
+            self._launch_runs(runs, hard)
+
+    def _register_runs(self, queue: str, jobs: Sequence[Any]) -> tuple[list[JobRun], bool]:
+        """Plan ``jobs`` and record them as running (remote cancels find them from here on)."""
+        plans = [self._core.plan_job(job) for job in jobs]
+        started = utcnow()
+        runs = [JobRun(queue, plan, CancellationToken(), started) for plan in plans]
+        with self._lock:
+            hard = self._hard_stop
+            deadline_base = time.monotonic()
+            for run in runs:
+                self._runs.add(run)
+                timeout = run.plan.timeout
+                if run.plan.immediate is None and timeout is not None and self._watchdog is not None:
+                    run.deadline_slot = self._watchdog.add(
+                        run, deadline_base + timeout.total_seconds(), self._on_timeout)
+        return runs, hard
+
+    def _launch_runs(self, runs: Sequence[JobRun], hard: bool) -> None:
+        for run in runs:
+            if hard:
+                run.token.cancel(CancelCause.STOP)
+            if run.plan.immediate is not None:
+                self._finish_run(run, run.plan.immediate, metadata={})
+            else:
+                self._job_threads.submit(run)
+
+    def _start_held(
+        self, queue: str, jobs: Sequence[Any], hook: Callable[[str, Sequence[Any]], None]
+    ) -> None:
+        """``testing_claim_hook`` is set: register the claim now, start it once the hook returns.
+
+        The hook waits on a thread of its own, so the producer keeps handling notifications
+        (a remote cancel sets the registered run's token) while the claim is held.
+        """
+        runs, _ = self._register_runs(queue, jobs)
+
+        def hold_then_launch() -> None:
+            try:
+                hook(queue, [run.plan.job for run in runs])
+            except Exception:
+                log.exception("river: the testing claim hook failed; starting the claim anyway")
             with self._lock:
                 hard = self._hard_stop
-                deadline_base = time.monotonic()
-                for run in runs:
-                    self._runs.add(run)
-                    timeout = run.plan.timeout
-                    if run.plan.immediate is None and timeout is not None and self._watchdog is not None:
-                        run.deadline_slot = self._watchdog.add(
-                            run, deadline_base + timeout.total_seconds(), self._on_timeout)
-            for run in runs:
-                if hard:
-                    run.token.cancel(CancelCause.STOP)
-                if run.plan.immediate is not None:
-                    self._finish_run(run, run.plan.immediate, metadata={})
-                else:
-                    self._job_threads.submit(run)
+            self._launch_runs(runs, hard)
+
+        threading.Thread(target=hold_then_launch, name=f"river-claim-hook-{queue}", daemon=True).start()
 
     def _on_timeout(self, run: JobRun) -> None:
         with self._lock:

@@ -21,7 +21,7 @@ from river_protocol.states import FINALIZED_STATES, JobState
 _SCHEMA_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 MAX_SCHEMA_LENGTH = 46  # 63-byte channel limit minus ".river_leadership"
 _IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ORDER_COLUMNS = ("id", "scheduled_at", "finalized_at", "created_at")
+_ORDER_COLUMNS = ("id", "scheduled_at", "finalized_at", "created_at", "attempted_at")
 
 
 def finalized_horizons(intent: DeleteFinalizedBefore) -> list[tuple[str, datetime]]:
@@ -120,6 +120,8 @@ def order_and_cursor(
     col = intent.order_by
     direction = "DESC" if intent.descending else "ASC"
     cmp = "<" if intent.descending else ">"
+    if intent.go_keyset:
+        return _go_order_and_cursor(b, intent, bind_time, col, direction, cmp)
     order = f"id {direction}" if col == "id" else f"{col} IS NULL, {col} {direction}, id {direction}"
     where: list[str] = []
     if intent.after is not None:
@@ -132,5 +134,23 @@ def order_and_cursor(
             where.append(
                 f"({col} {cmp} {bind_time(b, value)} OR ({col} = {bind_time(b, value)}"
                 f" AND id {cmp} {b.p(after_id)}) OR {col} IS NULL)"
+            )
+    return order, where
+
+
+def _go_order_and_cursor(
+    b: Binder, intent: ListJobs, bind_time: Callable[[Binder, Any], str], col: str, direction: str, cmp: str
+) -> tuple[str, list[str]]:
+    # River Go's JobList: "ORDER BY col dir, id dir"; a cursor time compares (col, id), none ids only.
+    order = f"id {direction}" if col == "id" else f"{col} {direction}, id {direction}"
+    where: list[str] = []
+    if intent.after is not None:
+        value, after_id = intent.after
+        if value is None:
+            where.append(f"id {cmp} {b.p(after_id)}")
+        else:
+            where.append(
+                f"({col} {cmp} {bind_time(b, value)} OR ({col} = {bind_time(b, value)}"
+                f" AND id {cmp} {b.p(after_id)}))"
             )
     return order, where

@@ -739,6 +739,11 @@ _GOTIME_RE = re.compile(
 )
 
 
+def parse_gotime(text: str) -> GoTime:
+    """An RFC 3339 time as Go's ``time.Time`` reads it, nanoseconds and offset kept."""
+    return _parse_gotime(text, "time")
+
+
 def _parse_gotime(text: str, path: str) -> GoTime:
     m = _GOTIME_RE.match(text)
     if m is None:

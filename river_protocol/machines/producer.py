@@ -30,7 +30,15 @@ from river_protocol.constants import (
 )
 from river_protocol.errors import ProtocolError, ValidationError
 from river_protocol.frozen import quick_init
-from river_protocol.intents import ClaimJobs, GetQueue, Intent, QueueRow, ReconcileClaim, UpsertQueue
+from river_protocol.intents import (
+    ClaimJobs,
+    GetCancelRequested,
+    GetQueue,
+    Intent,
+    QueueRow,
+    ReconcileClaim,
+    UpsertQueue,
+)
 from river_protocol.job import JobRow
 from river_protocol.machines.base import (
     Batches,
@@ -53,6 +61,7 @@ from river_protocol.machines.notifications import (
     ACTION_RESUME,
     ControlPayload,
 )
+from river_protocol.metadata_keys import CANCEL_ATTEMPTED_AT
 
 
 class ProducerState(enum.Enum):
@@ -219,6 +228,12 @@ class Producer(Machine):
         (_S.RUNNING, TriggerFetch): to(_S.RUNNING, via="_on_trigger"),
         (_S.RUNNING, ControlMessage): to(_S.RUNNING, via="_on_control"),
         (_S.RUNNING, (_OK, GetQueue)): to(_S.RUNNING, via="_on_settings"),
+        # Poll-only: cancellations of running jobs, read with the settings (§12.6).
+        (_S.RUNNING, (_OK, GetCancelRequested)): to(_S.RUNNING, via="_on_cancel_requested"),
+        (_S.STOPPING, (_OK, GetCancelRequested)): to(_S.STOPPING, via="_on_cancel_requested"),
+        (_S.STOPPED, (_OK, GetCancelRequested)): to(_S.STOPPED, via="_ignore"),
+        **{(s, (_FAIL, GetCancelRequested)): to(s, via="_ignore")
+           for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)},
         # Conditional: with no job running and no claim in flight it stops at once.
         (_S.RUNNING, Stop): to(_S.STOPPING, _S.STOPPED, via="_on_stop"),
         (_S.RUNNING, JobFinished): to(_S.RUNNING, via="_on_job_finished"),
@@ -262,6 +277,10 @@ class Producer(Machine):
         self._polled_paused = False
         self._polled_metadata: Any = {}
         self._running: set[int] = set()
+        self._cancel_seen: set[int] = set()  # running jobs whose polled cancellation was passed on
+        # Poll-only: a cancel attempt a job already carried when claimed (before a retry, say) is
+        # not a request to stop this run; only a new or changed one is.
+        self._cancel_at_claim: dict[int, Any] = {}
         self._released: set[int] = set()
         self._fetch_when_slots_free = False
         self._cooldown_until: datetime | None = None
@@ -387,6 +406,8 @@ class Producer(Machine):
             self._timers["settings"] = now + self.config.settings_poll_interval
             if self._flight_of(GetQueue) is None:
                 self._emit(GetQueue(name=self.config.queue), HOT_STATEMENT_TIMEOUT)
+            if self._running and self._flight_of(GetCancelRequested) is None:
+                self._emit(GetCancelRequested(ids=tuple(sorted(self._running))), HOT_STATEMENT_TIMEOUT)
 
     # ---------------------------------------------------------------- fetching
 
@@ -458,6 +479,11 @@ class Producer(Machine):
         if since is not None:
             self._claimed_since = since
             self._claimed_last_ids = frozenset(last_ids)
+        if self.config.poll_only:
+            for row in rows:
+                earlier = row.metadata.get(CANCEL_ATTEMPTED_AT) if row.metadata else None
+                if earlier is not None:
+                    self._cancel_at_claim[row.id] = earlier
         # Go starts every claimed row, even when stopping: they are locked as running already.
         self._effects_start.extend(rows)
         if rows and len(rows) == self._claim_limit:
@@ -591,6 +617,20 @@ class Producer(Machine):
 
     def _queue_event(self, kind: QueueEventKind, metadata: bytes | None = None) -> None:
         self._effects_queue.append(QueueEvent(kind, self.config.queue, metadata))
+
+    def _on_cancel_requested(self, event: IntentSucceeded, now: datetime) -> None:
+        # A poll-only producer hears no control notification: a cancel attempt recorded in the
+        # metadata of a job it runs, since it claimed it, stands for one (each passed on once).
+        self._cancel_seen &= self._running
+        for job_id in [j for j in self._cancel_at_claim if j not in self._running]:
+            del self._cancel_at_claim[job_id]
+        for job_id, requested_at in event.result:
+            if job_id not in self._running or job_id in self._cancel_seen:
+                continue
+            if requested_at == self._cancel_at_claim.get(job_id):
+                continue
+            self._cancel_seen.add(job_id)
+            self._effects_cancel.append(job_id)
 
     def _on_settings(self, event: IntentSucceeded, now: datetime) -> None:
         row = event.result

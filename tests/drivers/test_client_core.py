@@ -21,6 +21,7 @@ from river_protocol.client_core import (
     QueueConfig,
     default_client_id,
     event_kind_for,
+    event_kind_for_completion,
     parse_event_kinds,
 )
 from river_protocol.constants import JOB_TIMEOUT_NONE
@@ -318,3 +319,21 @@ def test_event_kind_follows_the_persisted_outcome(
     reason: CompletionReason, persisted: JobState, kind: EventKind
 ) -> None:
     assert event_kind_for(reason, persisted) is kind
+
+
+@pytest.mark.parametrize(("persisted", "stored", "kind"), [
+    (CompletionReason.COMPLETED, JobState.COMPLETED, EventKind.JOB_COMPLETED),
+    (CompletionReason.SNOOZED, JobState.SCHEDULED, EventKind.JOB_SNOOZED),
+    # Not recorded: a row finalized elsewhere meanwhile is announced by its state...
+    (None, JobState.DISCARDED, EventKind.JOB_FAILED),
+    (None, JobState.COMPLETED, EventKind.JOB_COMPLETED),
+    (None, JobState.CANCELLED, EventKind.JOB_CANCELLED),
+    # ... and one moved back to a waiting state (rescued, retried) by nothing.
+    (None, JobState.RETRYABLE, None),
+    (None, JobState.AVAILABLE, None),
+    (None, JobState.SCHEDULED, None),
+])
+def test_event_kind_for_completion(
+    persisted: CompletionReason | None, stored: JobState, kind: EventKind | None
+) -> None:
+    assert event_kind_for_completion(persisted, stored) is kind

@@ -45,6 +45,7 @@ from river_protocol.intents import (
     DropIndex,
     FetchNotifications,
     FullJobRow,
+    GetCancelRequested,
     GetJob,
     GetJobs,
     GetLeader,
@@ -859,6 +860,105 @@ def test_list_jobs_order_and_cursor(db: DB) -> None:
     assert [j.id for j in by_id] == [ids[2], ids[1]]
     with pytest.raises(ValidationError, match="cannot order"):
         db.run(ListJobs(order_by="kind"))
+
+
+def test_list_jobs_tags_all_and_metadata_containment(db: DB) -> None:
+    rows = put(
+        db,
+        full(tags=("red", "blue"), metadata=b'{"writer": "go", "n": 1}'),
+        full(tags=("red",), metadata=b'{"writer": "python"}'),
+        full(tags=("blue", "red", "green"), metadata=b'{"writer": "python", "n": 1}'),
+    )
+    ids = [r.id for r in rows]
+
+    def listed(**kw: Any) -> list[int]:
+        return [j.id for j in db.run(ListJobs(filter=JobListFilter(**kw)))]
+
+    assert listed(tags_all=("red", "blue")) == [ids[0], ids[2]]
+    assert listed(tags_all=("red",)) == ids
+    assert listed(tags_all=("red", "purple")) == []
+    if db.pg:
+        assert listed(metadata_contains=b'{"writer":"python"}') == [ids[1], ids[2]]
+        assert listed(metadata_contains=b'{"n":1}', tags_all=("green",)) == [ids[2]]
+    else:
+        with pytest.raises(ValidationError, match="not supported on SQLite"):
+            listed(metadata_contains=b'{"writer":"python"}')
+
+
+def test_list_jobs_go_keyset(db: DB) -> None:
+    rows = put(
+        db,
+        full(state=S.COMPLETED, finalized_at=T0 + timedelta(seconds=2)),
+        full(state=S.COMPLETED, finalized_at=T0),
+        full(state=S.COMPLETED, finalized_at=T0),
+        full(state=S.RUNNING, attempt=1, attempted_at=T0),
+    )
+    ids = [r.id for r in rows]
+
+    def listed(**kw: Any) -> list[int]:
+        return [j.id for j in db.run(ListJobs(go_keyset=True, **kw))]
+
+    finalized = JobListFilter(states=(S.COMPLETED,))
+    assert listed(order_by="finalized_at", filter=finalized) == [ids[1], ids[2], ids[0]]
+    assert listed(order_by="finalized_at", filter=finalized, after=(T0, ids[1])) == [ids[2], ids[0]]
+    assert listed(order_by="finalized_at", filter=finalized, descending=True, after=(T0, ids[2])) == [ids[1]]
+    # Go's zero cursor time: ids alone decide, whatever the order column.
+    assert listed(order_by="finalized_at", filter=finalized, after=(None, ids[1])) == [ids[2]]
+    assert listed(order_by="attempted_at", filter=JobListFilter(states=(S.RUNNING,))) == [ids[3]]
+    assert listed(order_by="id", descending=True, after=(None, ids[2])) == [ids[1], ids[0]]
+
+
+@_only("postgres")
+@pytest.mark.parametrize("kind", ["cancel", "retry"])
+def test_the_loser_of_a_cancel_or_retry_race_returns_the_committed_row(db: DB, kind: str) -> None:
+    import threading
+
+    import psycopg
+
+    (job,) = put(db, full(state=S.SCHEDULED, scheduled_at=T0 + timedelta(days=3650)))
+
+    def intent(stamp: bytes) -> Any:
+        return CancelJob(id=job.id, cancel_attempted_at=stamp) if kind == "cancel" else RetryJob(id=job.id)
+
+    url = db.conn.info.dsn
+    winner = psycopg.connect(url)  # a transaction that holds the row until it commits
+    winner.execute("SELECT 1")  # psycopg opened the transaction
+    won = Executor(winner, PostgresDialect(), in_caller_tx=True).run(intent(b'"2031-01-01T00:00:00.5Z"'))
+    lost: list[JobRow] = []
+    loser_conn = psycopg.connect(url, autocommit=True)
+    loser = threading.Thread(target=lambda: lost.append(
+        Executor(loser_conn, PostgresDialect()).run(intent(b'"2031-01-01T00:00:09Z"'))))
+    loser.start()
+    try:
+        for _ in range(500):  # until the loser's statement waits on the winner's row lock
+            row = db.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                  " AND datname = current_database()").fetchone()
+            if row is not None and row[0] > 0:
+                break
+            loser.join(0.01)
+        assert not lost, "the loser returned before the winner committed"
+        winner.commit()
+        loser.join(15)
+    finally:
+        winner.close()
+    loser_conn.close()
+    assert lost == [won] == [get(db, job.id)]
+
+
+def test_get_cancel_requested_names_running_jobs_with_a_cancel_attempt(db: DB) -> None:
+    stamp = b'{"cancel_attempted_at":"2031-01-01T00:00:00Z"}'
+    asked, unasked, done, other = put(
+        db,
+        full(state=S.RUNNING, attempt=1, attempted_at=T0, metadata=stamp),
+        full(state=S.RUNNING, attempt=1, attempted_at=T0),
+        full(state=S.CANCELLED, finalized_at=T0, metadata=stamp),
+        full(state=S.RUNNING, attempt=1, attempted_at=T0, metadata=stamp),
+    )
+    ids = (asked.id, unasked.id, done.id)
+    when = "2031-01-01T00:00:00Z"
+    assert db.run(GetCancelRequested(ids=ids)) == ((asked.id, when),)
+    assert db.run(GetCancelRequested(ids=(other.id, asked.id))) == ((asked.id, when), (other.id, when))
+    assert db.run(GetCancelRequested(ids=())) == ()
 
 
 def test_cancel_job(db: DB) -> None:

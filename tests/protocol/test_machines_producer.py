@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from river_protocol.errors import ProtocolError, ValidationError
-from river_protocol.intents import ClaimJobs, GetQueue, QueueRow, ReconcileClaim, UpsertQueue
+from river_protocol.intents import (
+    ClaimJobs,
+    GetCancelRequested,
+    GetQueue,
+    QueueRow,
+    ReconcileClaim,
+    UpsertQueue,
+)
 from river_protocol.job import JobRow
 from river_protocol.machines.base import IntentFailed, IntentSucceeded, Stop, Tick
 from river_protocol.machines.notifications import ControlPayload
@@ -237,6 +244,39 @@ def test_poll_only_settings_poll_synthesises_pause_and_metadata() -> None:
     assert [e.kind for e in out.queue_events] == [QueueEventKind.RESUMED, QueueEventKind.METADATA_CHANGED]
     assert out.queue_events[1].metadata == b'{"x":2}'
     claim_of(p.handle(Tick(), at(4.1)))  # the resume fetch waits out the 4 s fire's cooldown
+
+
+def test_poll_only_settings_poll_reads_cancellations_of_running_jobs() -> None:
+    p, out = started(poll_only=True)
+    retried = JobRow(id=3, kind="k", encoded_args=b"{}", state=JobState.RUNNING, queue="q",
+                     metadata={"cancel_attempted_at": "2020-01-01T00:00:00Z"})
+    p.handle(IntentSucceeded(claim_of(out), [*jobs(1, 2), retried]), at(0))
+    p.handle(Tick(), at(0))  # refresh upsert
+    out = p.handle(Tick(), at(2))
+    (asked,) = [i for i in out.intents if isinstance(i, GetCancelRequested)]
+    assert asked == GetCancelRequested(ids=(1, 2, 3))
+    # 7 is not this producer's; 3 carried its cancel attempt when claimed (retried since).
+    result = ((2, "2025-01-01T12:00:01Z"), (3, "2020-01-01T00:00:00Z"), (7, "2025-01-01T12:00:01Z"))
+    assert p.handle(IntentSucceeded(asked, result), at(2.01)).cancel_job_ids == (2,)
+    out = p.handle(Tick(), at(4))
+    (asked,) = [i for i in out.intents if isinstance(i, GetCancelRequested)]
+    result = ((2, "2025-01-01T12:00:01Z"), (3, "2025-01-01T12:00:03Z"))  # a new attempt on 3
+    assert p.handle(IntentSucceeded(asked, result), at(4.01)).cancel_job_ids == (3,)  # 2: once only
+    # A failed read is advisory, as the settings poll's.
+    out = p.handle(Tick(), at(6))
+    (asked,) = [i for i in out.intents if isinstance(i, GetCancelRequested)]
+    assert p.handle(IntentFailed(asked, RuntimeError("down")), at(6.01)).cancel_job_ids == ()
+
+
+def test_listening_producers_and_idle_ones_read_no_cancellations() -> None:
+    p, out = started(poll_only=False)
+    p.handle(IntentSucceeded(claim_of(out), jobs(1)), at(0))
+    for second in (0, 2, 4):
+        assert not [i for i in p.handle(Tick(), at(second)).intents if isinstance(i, GetCancelRequested)]
+    p, out = started(poll_only=True)
+    p.handle(IntentSucceeded(claim_of(out), []), at(0))
+    p.handle(Tick(), at(0))
+    assert not [i for i in p.handle(Tick(), at(2)).intents if isinstance(i, GetCancelRequested)]
 
 
 def test_refresh_upsert_every_ten_minutes() -> None:

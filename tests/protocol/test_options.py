@@ -82,6 +82,13 @@ def test_priority_and_max_attempts_ranges() -> None:
             validate_max_attempts(bad)
 
 
+def test_insert_clamps_max_attempts_to_the_column_as_gos_drivers_do() -> None:
+    assert resolve(InsertOpts(max_attempts=40_000), None).max_attempts == 32767  # type: ignore[attr-defined]
+    assert resolve(InsertOpts(max_attempts=32767), None).max_attempts == 32767  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError, match="max_attempts"):
+        resolve(InsertOpts(max_attempts=-3), None)
+
+
 def test_kind_regex() -> None:
     for good in ["email", "a.b", "Foo[int]", "x:y+z", "a/b<c>", "a·b"]:
         validate_kind(good)

@@ -48,6 +48,10 @@ def _filter(d: Any, b: Binder, f: JobListFilter, alias: str = "") -> list[str]:
         where.append(f"{q}priority = ANY({b.p(list(f.priorities))}::smallint[])")
     if f.tags_any is not None:
         where.append(f"{q}tags && {b.p(list(f.tags_any))}::varchar(255)[]")
+    if f.tags_all is not None:
+        where.append(f"{q}tags @> {b.p(list(f.tags_all))}::varchar(255)[]")
+    if f.metadata_contains is not None:
+        where.append(f"{q}metadata @> {b.p(f.metadata_contains.decode())}::jsonb")
     if f.created_before is not None:
         where.append(f"{q}created_at < {b.p(f.created_before)}::timestamptz")
     if f.created_after is not None:
@@ -100,14 +104,31 @@ def _get_jobs(d: Any, intent: GetJobs) -> Plan[list[JobRow]]:
 
 
 def _locked_change(d: Any, b: Binder, job_id: int, change: str) -> str:
-    """A statement returning the changed row, or the unchanged row when ``change`` matched nothing."""
+    """A statement returning the changed row, or the unchanged row when ``change`` matched nothing;
+    its last column says which (see ``_changed_or_current``)."""
     return f"""
         WITH changed AS ({change})
-        SELECT {pg_job_columns("c")} FROM changed c
+        SELECT {pg_job_columns("c")}, true FROM changed c
         UNION ALL
-        SELECT {JOB_COLUMNS} FROM {d.prefix}river_job
+        SELECT {JOB_COLUMNS}, false FROM {d.prefix}river_job
         WHERE id = {b.p(job_id)}::bigint AND NOT EXISTS (SELECT 1 FROM changed)
     """
+
+
+def _changed_or_current(d: Any, job_id: int, rows: list[Any]) -> Plan[list[Any]]:
+    """The rows of a ``_locked_change``, re-read when the change matched nothing.
+
+    A change that waited on another transaction's lock of the row, and then no longer
+    matched it, reads the row as its statement's snapshot saw it, from before that
+    transaction committed. A new statement sees the committed row, which is what the
+    loser of such a race must return.
+    """
+    if rows and rows[0][-1] is False:
+        b = binder()
+        sql = f"SELECT {JOB_COLUMNS} FROM {d.prefix}river_job WHERE id = {b.p(job_id)}::bigint"
+        fresh = yield Statement(sql, tuple(b.params))
+        return list(fresh)
+    return rows
 
 
 def _cancel_job(d: Any, intent: CancelJob) -> Plan[JobRow]:
@@ -133,7 +154,8 @@ def _cancel_job(d: Any, intent: CancelJob) -> Plan[JobRow]:
         FROM announced a WHERE j.id = a.id
         RETURNING j.*
     """
-    rows = yield Statement(_locked_change(d, b, intent.id, change), tuple(b.params))
+    rows = yield from _changed_or_current(
+        d, intent.id, (yield Statement(_locked_change(d, b, intent.id, change), tuple(b.params))))
     if not rows:
         raise JobNotFoundError(f"job {intent.id} not found")
     return job_row_from_pg(rows[0])
@@ -154,7 +176,8 @@ def _retry_job(d: Any, intent: RetryJob) -> Plan[JobRow]:
           AND NOT (j.state = 'available' AND j.scheduled_at < {now_sql(b, intent.now)})
         RETURNING j.*
     """
-    rows = yield Statement(_locked_change(d, b, intent.id, change), tuple(b.params))
+    rows = yield from _changed_or_current(
+        d, intent.id, (yield Statement(_locked_change(d, b, intent.id, change), tuple(b.params))))
     if not rows:
         raise JobNotFoundError(f"job {intent.id} not found")
     return job_row_from_pg(rows[0])
@@ -168,7 +191,8 @@ def _delete_job(d: Any, intent: DeleteJob) -> Plan[JobRow]:
         WHERE j.id = t.id AND j.state <> 'running'
         RETURNING j.*
     """
-    rows = yield Statement(_locked_change(d, b, intent.id, change), tuple(b.params))
+    rows = yield from _changed_or_current(
+        d, intent.id, (yield Statement(_locked_change(d, b, intent.id, change), tuple(b.params))))
     if not rows:
         raise JobNotFoundError(f"job {intent.id} not found")
     job = job_row_from_pg(rows[0])

@@ -19,6 +19,7 @@ from river_protocol.errors import ValidationError
 from river_protocol.intents import (
     ClaimJobs,
     CopyRows,
+    GetCancelRequested,
     InsertFullJobs,
     InsertJobs,
     InsertJobsFast,
@@ -315,7 +316,20 @@ def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow
     return job_rows(rows)
 
 
+def _get_cancel_requested(d: Any, intent: GetCancelRequested) -> Plan[tuple[tuple[int, str], ...]]:
+    b = binder()
+    sql = f"""
+        SELECT id, metadata->>'cancel_attempted_at' FROM {d.prefix}river_job
+        WHERE id = ANY({b.p(list(intent.ids))}::bigint[]) AND state = 'running'
+          AND metadata ? 'cancel_attempted_at'
+        ORDER BY id
+    """
+    rows = yield Statement(sql, tuple(b.params))
+    return tuple((int(row[0]), str(row[1])) for row in rows)
+
+
 PLANNERS: dict[type[Intent], Planner] = {
+    GetCancelRequested: _get_cancel_requested,
     InsertJobs: _insert_jobs,
     InsertJobsFast: _insert_jobs_fast,
     InsertFullJobs: _insert_full_jobs,

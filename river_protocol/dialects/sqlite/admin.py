@@ -52,6 +52,12 @@ def _filter(b: Binder, f: JobListFilter) -> list[str]:
         where.append(among("priority", f.priorities))
     if f.tags_any is not None:
         where.append(f"EXISTS (SELECT 1 FROM json_each(tags) AS tag WHERE {among('tag.value', f.tags_any)})")
+    if f.tags_all is not None:
+        where.append(f"NOT EXISTS (SELECT 1 FROM json_each({b.p(json_list(f.tags_all))}) AS wanted "
+                     "WHERE wanted.value NOT IN (SELECT value FROM json_each(tags)))")
+    if f.metadata_contains is not None:
+        # River's SQLite driver has no containment operator either (JobListParams.Metadata).
+        raise ValidationError("a metadata containment filter is not supported on SQLite")
     if f.created_before is not None:
         where.append(f"created_at < {b.p(format_sqlite_time(f.created_before))}")
     if f.created_after is not None:

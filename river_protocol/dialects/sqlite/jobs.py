@@ -29,6 +29,7 @@ from river_protocol.errors import ValidationError
 from river_protocol.intents import (
     ClaimJobs,
     FullJobRow,
+    GetCancelRequested,
     InsertFullJobs,
     InsertJobs,
     InsertJobsFast,
@@ -334,7 +335,20 @@ def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow
     return sorted(out, key=lambda job: job.id)
 
 
+def _get_cancel_requested(d: Any, intent: GetCancelRequested) -> Plan[tuple[tuple[int, str], ...]]:
+    b = binder()
+    sql = f"""
+        SELECT id, json_extract(metadata, '$.cancel_attempted_at') FROM {d.prefix}river_job
+        WHERE id IN (SELECT value FROM json_each({b.p(json_list(intent.ids))})) AND state = 'running'
+          AND json_type(metadata, '$.cancel_attempted_at') IS NOT NULL
+        ORDER BY id
+    """
+    rows = yield Statement(sql, tuple(b.params))
+    return tuple((int(row[0]), str(row[1])) for row in rows)
+
+
 PLANNERS: dict[type[Intent], Planner] = {
+    GetCancelRequested: _get_cancel_requested,
     InsertJobs: _insert_jobs,
     InsertJobsFast: _insert_jobs_fast,
     InsertFullJobs: _insert_full_jobs,

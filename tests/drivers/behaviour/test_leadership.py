@@ -99,10 +99,12 @@ def test_request_resign_makes_the_leader_step_down(h: Harness, client_db_url: st
         assert client.wait_leader(True, WAIT)
         leadership = h.raw(client)._leadership
         assert leadership.terms == 1
+        assert h.raw(client).leadership_terms == 1  # the public count of enqueuer starts
         db.run(Notify(topic=TOPIC_LEADERSHIP, payloads=(build_request_resign(),)))
         # It resigns, then (alone) wins a new term.
         wait_until(lambda: leadership.terms >= 2, "a second term after request_resign")
         assert client.wait_leader(True, WAIT)
+        assert h.raw(client).leadership_terms == leadership.terms
 
 
 def test_clients_that_never_elect(h: Harness, client_db_url: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from typing import Any
 
 from harness import WAIT, Harness  # type: ignore[import-not-found]
 from test_client_support import Task  # type: ignore[import-not-found]
@@ -47,24 +48,39 @@ def test_snooze_turned_cancellation_is_reported_as_cancelled(h: Harness, client_
     assert row(client_db_url, job_id).state is JobState.CANCELLED
 
 
-def test_outcome_of_a_job_no_longer_running_publishes_no_event(h: Harness, client_db_url: str) -> None:
-    # The row left `running` while the worker ran (a rescuer would do this); the completion
-    # then changes nothing, so nothing may be announced as completed.
+def _changed_while_running(h: Harness, url: str, pg_set: str, sqlite_set: str) -> tuple[int, list[Any]]:
+    """Work one job whose row is changed behind the client's back while its worker runs;
+    the job's id and the events about it once stop flushed the completer."""
     ran = threading.Event()
 
     def work(ctx: object, args: Task) -> None:
-        _raw_update(
-            client_db_url, ctx.job.id,  # type: ignore[attr-defined]
-            "state = 'retryable', scheduled_at = now() + interval '1 hour'",
-            "state = 'retryable', scheduled_at = datetime('now', '+1 hour')",
-        )
+        _raw_update(url, ctx.job.id, pg_set, sqlite_set)  # type: ignore[attr-defined]
         ran.set()
 
-    client = fast_client(h, client_db_url, h.workers(work, Task, threaded=True))
+    client = fast_client(h, url, h.workers(work, Task, threaded=True))
     sub = client.subscribe()
     with client:
         job_id = client.insert(Task("x")).job.id
         assert ran.wait(WAIT)
     # Stop waited for the running job and flushed the completer, then closed the subscription.
-    assert _events_of(sub, job_id) == []
+    return job_id, _events_of(sub, job_id)
+
+
+def test_outcome_of_a_job_no_longer_running_publishes_no_event(h: Harness, client_db_url: str) -> None:
+    # The row left `running` while the worker ran (a rescuer would do this); the completion
+    # then changes nothing, so nothing may be announced as completed.
+    job_id, events = _changed_while_running(
+        h, client_db_url, "state = 'retryable', scheduled_at = now() + interval '1 hour'",
+        "state = 'retryable', scheduled_at = datetime('now', '+1 hour')")
+    assert events == []
     assert row(client_db_url, job_id).state is JobState.RETRYABLE
+
+
+def test_a_job_discarded_elsewhere_meanwhile_is_announced_as_failed(h: Harness, client_db_url: str) -> None:
+    # An operator (or another client) finalized the row while the worker ran: the completion
+    # changes nothing, and the event says what the row now says (River Go's job_failed).
+    job_id, events = _changed_while_running(
+        h, client_db_url, "state = 'discarded', finalized_at = now()",
+        "state = 'discarded', finalized_at = strftime('%Y-%m-%d %H:%M:%f', 'now')")
+    assert events == [(EventKind.JOB_FAILED, JobState.DISCARDED)]
+    assert row(client_db_url, job_id).state is JobState.DISCARDED

@@ -1,0 +1,31 @@
+"""A poll-only client notices another client's cancellation of its running job by polling (§12.6)."""
+
+from __future__ import annotations
+
+import threading
+
+from harness import Harness  # type: ignore[import-not-found]
+from test_client_support import Task  # type: ignore[import-not-found]
+
+import river_sync
+from behaviour.support import WAIT, fast_client, row, wait_for
+from river_sync import CancelCause, EventKind, JobState
+
+
+def test_a_poll_only_worker_learns_of_a_remote_cancel_from_the_settings_poll(
+    h: Harness, client_db_url: str
+) -> None:
+    entered = threading.Event()
+    causes: list[object] = []
+    workers = h.workers(h.cancellable_worker(entered, causes), Task, threaded=True)
+    client = fast_client(h, client_db_url, workers, notifications=False)
+    other = river_sync.Client(client_db_url)  # another process's client, as far as this one knows
+    sub = client.subscribe([EventKind.JOB_CANCELLED])
+    with client:
+        job_id = client.insert(Task("cancel me")).job.id
+        assert entered.wait(WAIT)
+        assert other.jobs.cancel(job_id).state is JobState.RUNNING  # a request: the job runs on
+        wait_for(sub, job_id)  # within a settings poll (2 s), not the 60 s job timeout
+    other.close()
+    assert causes == [CancelCause.REMOTE_CANCEL]
+    assert row(client_db_url, job_id).state is JobState.CANCELLED
