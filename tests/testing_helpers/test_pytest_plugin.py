@@ -207,9 +207,6 @@ def river_workers():
     return workers
 """
 
-FAKE_ASYNCIO = Path(__file__).parents[1] / "cli" / "fake_asyncio"
-
-
 def test_async_fixtures_under_trio(pytester: pytest.Pytester, run: Runner) -> None:
     pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "trio"))
     pytester.makepyfile(
@@ -244,35 +241,38 @@ def test_async_fixtures_under_trio(pytester: pytest.Pytester, run: Runner) -> No
     run().assert_outcomes(passed=3)
 
 
-def test_async_client_under_asyncio_is_river_asyncios(
-    pytester: pytest.Pytester, run: Runner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The stand-in river_asyncio (tests/cli/fake_asyncio) fails any call made outside asyncio.
-    monkeypatch.setitem(sys.modules, "river_asyncio", None)
-    monkeypatch.delitem(sys.modules, "river_asyncio")  # undone in reverse: absent again afterwards
-    monkeypatch.syspath_prepend(str(FAKE_ASYNCIO))
+def test_async_fixtures_under_asyncio_are_river_asyncios(pytester: pytest.Pytester, run: Runner) -> None:
     pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "asyncio"))
     pytester.makepyfile(
         """
         import pytest
         import sniffio
+        import river_asyncio
         from conftest import Known
-        from river_sync import Client
+        from river_asyncio import JobState
+        from river_asyncio.testing import InlineClient, require_inserted, require_not_inserted
 
         @pytest.mark.anyio
-        async def test_insert_only_client(river_async_client, river_sqlite_url):
+        async def test_insert_only_client(river_async_client):
             assert sniffio.current_async_library() == "asyncio"
-            assert type(river_async_client).__module__ == "river_asyncio"
+            assert type(river_async_client) is river_asyncio.Client
             assert river_async_client.ANYIO_BACKEND == "asyncio"
-            job_id = (await river_async_client.insert(Known("a"))).job.id
-            reader = Client(river_sqlite_url)
-            try:
-                assert reader.jobs.get(job_id).kind == "known"
-            finally:
-                reader.stop()
+            await river_async_client.insert(Known("a"))
+            job = await require_inserted(river_async_client, Known, state=JobState.AVAILABLE)
+            assert job.decoded_args == Known("a")
+
+        @pytest.mark.anyio
+        async def test_inline_client(river_async_inline_client):
+            assert isinstance(river_async_inline_client, InlineClient)
+            result = await river_async_inline_client.insert(Known("b"))
+            assert result.job.state is JobState.COMPLETED and result.job.metadata["output"] == "B"
+
+        @pytest.mark.anyio
+        async def test_each_test_starts_empty(river_async_client):
+            await require_not_inserted(river_async_client, Known)
         """
     )
-    run().assert_outcomes(passed=1)
+    run().assert_outcomes(passed=3)
 
 
 def test_async_client_under_asyncio_without_river_asyncio_fails_clearly(
