@@ -94,7 +94,8 @@ async def long(ctx, args):
 
 @workers.job(Hold)
 async def hold(ctx, args):
-    say(f"started {ctx.job.id} attempt {ctx.job.attempt} by {ctx.client.client_id} pid {os.getpid()}")
+    say(f"started {ctx.job.id} attempt {ctx.job.attempt} by {ctx.client.client_id} pid {os.getpid()} "
+        f"on {sniffio.current_async_library()}")
     await anyio.sleep_forever()
 
 
@@ -198,40 +199,63 @@ def trio_app(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def asyncio_app(tmp_path: Path) -> Path:
+def app_dir(tmp_path: Path) -> Path:
+    """Both apps, ``trio_app`` and ``asyncio_app``, side by side."""
+    (tmp_path / "trio_app.py").write_text(TRIO_APP)
     (tmp_path / "asyncio_app.py").write_text(ASYNCIO_APP)
     return tmp_path
 
 
-# ---------------------------------------------------------------- trio, in real processes
+def ran_on(backend: str, loop: str = "default") -> str:
+    """How a job line of ``backend``'s app ends: the asyncio app also names its loop and says that
+    the process loaded no trio module."""
+    if backend == "trio":
+        return "on trio"
+    return f"on asyncio ({'uvloop' if loop == 'uvloop' else 'asyncio'}); trio modules loaded: 0"
 
 
-def test_a_trio_client_works_jobs_on_trio_and_stops_softly(
-    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+# ---------------------------------------------------------------- both backends, in real processes
+
+
+@pytest.mark.parametrize(("backend", "loop"), [("trio", "default"), ("asyncio", "default"),
+                                               ("asyncio", "uvloop")])
+@pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
+def test_an_async_client_works_jobs_on_its_backend_and_stops_softly(
+    app_dir: Path, request: pytest.FixtureRequest, inserter: Client, processes: list[WorkerProcess],
+    backend: str, loop: str, dialect: str,
 ) -> None:
-    before = inserter.insert(Quick(1)).job.id
-    worker = start(processes, trio_app, db_url, "trio_app:client")
-    assert "(trio)" in worker.seen["err"][-1]
-    after = inserter.insert(Quick(2)).job.id
-    for job_id in (before, after):
-        worker.expect(f"done {job_id} on trio")
-    worker.signal(signal.SIGINT)
-    assert worker.exit_code() == 0
-    worker.expect("SIGINT received: stopping after running jobs finish", "err")
-    worker.expect("stopped (soft stop)", "err")
-    assert row(inserter, after).state is JobState.COMPLETED
+    url = request.getfixturevalue("db_url" if dialect == "postgres" else "sqlite_url")
+    writer = inserter if dialect == "postgres" else Client(url)
+    try:
+        before = writer.insert(Quick(1)).job.id
+        flags = ("--loop", loop) if loop != "default" else ()
+        worker = start(processes, app_dir, url, f"{backend}_app:client", *flags)
+        assert f"({backend})" in worker.seen["err"][-1]
+        after = writer.insert(Quick(2)).job.id
+        for job_id in (before, after):
+            worker.expect(f"done {job_id} {ran_on(backend, loop)}")
+        worker.signal(signal.SIGINT)
+        assert worker.exit_code() == 0
+        worker.expect("SIGINT received: stopping after running jobs finish", "err")
+        worker.expect("stopped (soft stop)", "err")
+        assert row(writer, after).state is JobState.COMPLETED
+    finally:
+        if writer is not inserter:
+            writer.stop()
 
 
-def test_a_second_signal_cancels_a_trio_job_back_to_available(
-    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+@pytest.mark.parametrize(("backend", "signum"), [("trio", signal.SIGTERM), ("asyncio", signal.SIGINT)])
+def test_a_second_signal_cancels_an_async_job_back_to_available(
+    app_dir: Path, db_url: str, inserter: Client, processes: list[WorkerProcess], backend: str,
+    signum: signal.Signals,
 ) -> None:
     long_id = inserter.insert(Long()).job.id
-    worker = start(processes, trio_app, db_url, "trio_app:client")
+    worker = start(processes, app_dir, db_url, f"{backend}_app:client")
     worker.expect(f"started {long_id}")
-    worker.signal(signal.SIGTERM)
-    worker.expect("SIGTERM received: stopping after running jobs finish", "err")
+    worker.signal(signum)
+    worker.expect(f"{signum.name} received: stopping after running jobs finish", "err")
     assert worker.proc.poll() is None  # the soft stop waits for the job
-    worker.signal(signal.SIGTERM)
+    worker.signal(signum)
     worker.expect(f"cancelled {long_id}")
     assert worker.exit_code() == 0
     worker.expect("stopped (hard stop)", "err")
@@ -239,8 +263,9 @@ def test_a_second_signal_cancels_a_trio_job_back_to_available(
     assert back.state is JobState.AVAILABLE and back.attempt == 0 and back.errors == ()
 
 
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
 def test_an_async_factory_is_awaited_with_the_database_url_and_narrowed(
-    trio_app: Path, sqlite_url: str, tmp_path: Path, processes: list[WorkerProcess]
+    app_dir: Path, sqlite_url: str, tmp_path: Path, processes: list[WorkerProcess], backend: str
 ) -> None:
     from river_db.migrator import Migrator
     from river_sync import InsertOpts
@@ -252,10 +277,11 @@ def test_an_async_factory_is_awaited_with_the_database_url_and_narrowed(
     try:
         wanted = inserter.insert(Quick(), InsertOpts(queue="other")).job.id
         elsewhere = inserter.insert(Quick()).job.id
-        worker = start(processes, trio_app, sqlite_url, "trio_app:amake_client", "--database-url", other,
-                       "--queues", "other", "--max-workers", "2")
-        assert "other (2 workers)" in worker.seen["err"][-1] and "default" not in worker.seen["err"][-1]
-        worker.expect(f"done {wanted} on trio")
+        worker = start(processes, app_dir, sqlite_url, f"{backend}_app:amake_client",
+                       "--database-url", other, "--queues", "other", "--max-workers", "2")
+        banner = worker.seen["err"][-1]
+        assert f"({backend})" in banner and "other (2 workers)" in banner and "default" not in banner
+        worker.expect(f"done {wanted} {ran_on(backend)}")
         worker.signal()
         assert worker.exit_code() == 0
         assert row(inserter, elsewhere).state is JobState.AVAILABLE
@@ -275,17 +301,20 @@ def test_a_signal_before_the_handlers_is_kept_for_them(
     worker.expect("stopped (soft stop)", "err")
 
 
-def test_trio_processes_run_one_client_each_and_stop_in_two_steps(
-    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+@pytest.mark.parametrize(("backend", "loop"), [("trio", "default"), ("asyncio", "uvloop")])
+def test_processes_run_one_async_client_each_and_stop_in_two_steps(
+    app_dir: Path, db_url: str, inserter: Client, processes: list[WorkerProcess], backend: str, loop: str
 ) -> None:
     ids = [inserter.insert(Hold()).job.id for _ in range(2)]
-    worker = WorkerProcess(trio_app, db_url, "trio_app:one_worker_client", "--processes", "2")
+    flags = ("--loop", loop) if loop != "default" else ()
+    worker = WorkerProcess(app_dir, db_url, f"{backend}_app:one_worker_client", "--processes", "2", *flags)
     processes.append(worker)
     n = 2
     while len({line.split(" by ")[1].split()[0] for line in expect_count(worker, "started ", n)}) < 2:
         n += 1  # a claim reconciled under load starts its job again in the same process
-    pids = {line.split(" pid ")[1] for line in worker.seen["out"] if "started " in line}
-    assert len(pids) == 2
+    started = [line for line in worker.seen["out"] if "started " in line]
+    assert len({line.split(" pid ")[1].split()[0] for line in started}) == 2
+    assert all(line.endswith(ran_on(backend, loop)) for line in started), started
     expect_count(worker, "working ", 2, "err")
     worker.signal(signal.SIGTERM)
     expect_count(worker, "SIGTERM received: stopping after running jobs finish", 2, "err")
@@ -315,102 +344,6 @@ def test_processes_refuse_an_in_memory_database_for_a_trio_client(
     worker.expect("in-memory SQLite database exists only inside one process", "err")
 
 
-# ---------------------------------------------------------------- asyncio, in real processes
-
-NO_TRIO = "trio modules loaded: 0"
-
-
-@pytest.mark.parametrize(("flags", "loop"), [((), "asyncio"), (("--loop", "uvloop"), "uvloop")])
-@pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
-def test_an_asyncio_client_works_jobs_in_its_loop_without_trio_and_stops_softly(
-    asyncio_app: Path, request: pytest.FixtureRequest, inserter: Client, processes: list[WorkerProcess],
-    flags: tuple[str, ...], loop: str, dialect: str,
-) -> None:
-    url = request.getfixturevalue("db_url" if dialect == "postgres" else "sqlite_url")
-    writer = inserter if dialect == "postgres" else Client(url)
-    try:
-        before = writer.insert(Quick(1)).job.id
-        worker = start(processes, asyncio_app, url, "asyncio_app:client", *flags)
-        assert "(asyncio)" in worker.seen["err"][-1]
-        after = writer.insert(Quick(2)).job.id
-        for job_id in (before, after):
-            worker.expect(f"done {job_id} on asyncio ({loop}); {NO_TRIO}")
-        worker.signal(signal.SIGINT)
-        assert worker.exit_code() == 0
-        worker.expect("SIGINT received: stopping after running jobs finish", "err")
-        worker.expect("stopped (soft stop)", "err")
-        assert row(writer, after).state is JobState.COMPLETED
-    finally:
-        if writer is not inserter:
-            writer.stop()
-
-
-def test_a_second_signal_cancels_an_asyncio_job_back_to_available(
-    asyncio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
-) -> None:
-    long_id = inserter.insert(Long()).job.id
-    worker = start(processes, asyncio_app, db_url, "asyncio_app:client")
-    worker.expect(f"started {long_id}")
-    worker.signal(signal.SIGINT)
-    worker.expect("SIGINT received: stopping after running jobs finish", "err")
-    assert worker.proc.poll() is None  # the soft stop waits for the job
-    worker.signal(signal.SIGINT)
-    worker.expect(f"cancelled {long_id}")
-    assert worker.exit_code() == 0
-    worker.expect("stopped (hard stop)", "err")
-    back = row(inserter, long_id)
-    assert back.state is JobState.AVAILABLE and back.attempt == 0 and back.errors == ()
-
-
-def test_an_asyncio_factory_is_awaited_with_the_database_url_and_narrowed(
-    asyncio_app: Path, sqlite_url: str, tmp_path: Path, processes: list[WorkerProcess]
-) -> None:
-    from river_db.migrator import Migrator
-    from river_sync import InsertOpts
-
-    other = f"sqlite://{tmp_path}/other.sqlite3"
-    with Migrator(other) as migrator:
-        migrator.migrate_up()
-    inserter = Client(other)
-    try:
-        wanted = inserter.insert(Quick(), InsertOpts(queue="other")).job.id
-        elsewhere = inserter.insert(Quick()).job.id
-        worker = start(processes, asyncio_app, sqlite_url, "asyncio_app:amake_client",
-                       "--database-url", other, "--queues", "other", "--max-workers", "2")
-        assert "(asyncio)" in worker.seen["err"][-1]
-        assert "other (2 workers)" in worker.seen["err"][-1] and "default" not in worker.seen["err"][-1]
-        worker.expect(f"done {wanted} on asyncio (asyncio); {NO_TRIO}")
-        worker.signal()
-        assert worker.exit_code() == 0
-        assert row(inserter, elsewhere).state is JobState.AVAILABLE
-    finally:
-        inserter.stop()
-
-
-def test_asyncio_processes_run_one_client_each_and_stop_in_two_steps(
-    asyncio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
-) -> None:
-    ids = [inserter.insert(Hold()).job.id for _ in range(2)]
-    worker = WorkerProcess(asyncio_app, db_url, "asyncio_app:one_worker_client", "--processes", "2",
-                           "--loop", "uvloop")
-    processes.append(worker)
-    n = 2
-    while len({line.split(" by ")[1].split()[0] for line in expect_count(worker, "started ", n)}) < 2:
-        n += 1  # a claim reconciled under load starts its job again in the same process
-    started = [line for line in worker.seen["out"] if "started " in line]
-    assert len({line.split(" pid ")[1].split()[0] for line in started}) == 2
-    assert all(line.endswith(f"on asyncio (uvloop); {NO_TRIO}") for line in started), started
-    expect_count(worker, "working ", 2, "err")
-    worker.signal(signal.SIGTERM)
-    expect_count(worker, "SIGTERM received: stopping after running jobs finish", 2, "err")
-    assert worker.proc.poll() is None  # the held jobs keep the soft stop waiting
-    worker.signal(signal.SIGTERM)
-    assert worker.exit_code() == 0
-    for job_id in ids:
-        back = row(inserter, job_id)
-        assert back.state is JobState.AVAILABLE and back.attempt == 0
-
-
 # ---------------------------------------------------------------- usage errors (in-process)
 
 
@@ -421,6 +354,9 @@ def trio_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WORK_APP_DB", sqlite_url)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    # As in a trio app's process: river_asyncio, which other tests import here, is not loaded
+    # (river work guesses a factory's backend from the river packages loaded).
+    monkeypatch.delitem(sys.modules, "river_asyncio", raising=False)
     yield name
     sys.modules.pop(name, None)
 
