@@ -38,7 +38,7 @@ from tests.cli.test_cli_work import Hold, Long, Quick, WorkerProcess, expect_cou
 db_url, sqlite_url = sync_work.db_url, sync_work.sqlite_url
 inserter, processes = sync_work.inserter, sync_work.processes
 
-# What both apps share: the args types and a line writer (their imports come first).
+# What both apps share: the args types, a line writer and the workers (their imports come first).
 APP_COMMON = '''
 
 @dataclass
@@ -63,6 +63,28 @@ workers = Workers()
 def say(text):
     sys.stdout.write(text + "\\n")
     sys.stdout.flush()
+
+
+# Each app defines where(): which event loop runs the job.
+@workers.job(Quick)
+async def quick(ctx, args):
+    say(f"done {ctx.job.id} {where()}")
+
+
+@workers.job(Long)
+async def long(ctx, args):
+    say(f"started {ctx.job.id}")
+    try:
+        await anyio.sleep_forever()
+    finally:
+        say(f"cancelled {ctx.job.id}")
+
+
+@workers.job(Hold)
+async def hold(ctx, args):
+    say(f"started {ctx.job.id} attempt {ctx.job.attempt} by {ctx.client.client_id} pid {os.getpid()} "
+        + where())
+    await anyio.sleep_forever()
 '''
 
 TRIO_APP = '''
@@ -78,25 +100,8 @@ from river_trio import Client, QueueConfig, Workers
 ''' + APP_COMMON + '''
 
 
-@workers.job(Quick)
-async def quick(ctx, args):
-    say(f"done {ctx.job.id} on {sniffio.current_async_library()}")
-
-
-@workers.job(Long)
-async def long(ctx, args):
-    say(f"started {ctx.job.id}")
-    try:
-        await anyio.sleep_forever()
-    finally:
-        say(f"cancelled {ctx.job.id}")
-
-
-@workers.job(Hold)
-async def hold(ctx, args):
-    say(f"started {ctx.job.id} attempt {ctx.job.attempt} by {ctx.client.client_id} pid {os.getpid()} "
-        f"on {sniffio.current_async_library()}")
-    await anyio.sleep_forever()
+def where():
+    return f"on {sniffio.current_async_library()}"
 
 
 QUEUES = {"default": QueueConfig(max_workers=5), "other": QueueConfig(max_workers=7)}
@@ -155,27 +160,6 @@ def where():
     loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
     trio_modules = sum(1 for name in sys.modules if name == "trio" or name.startswith("trio."))
     return f"on {sniffio.current_async_library()} ({loop}); trio modules loaded: {trio_modules}"
-
-
-@workers.job(Quick)
-async def quick(ctx, args):
-    say(f"done {ctx.job.id} {where()}")
-
-
-@workers.job(Long)
-async def long(ctx, args):
-    say(f"started {ctx.job.id}")
-    try:
-        await anyio.sleep_forever()
-    finally:
-        say(f"cancelled {ctx.job.id}")
-
-
-@workers.job(Hold)
-async def hold(ctx, args):
-    say(f"started {ctx.job.id} attempt {ctx.job.attempt} by {ctx.client.client_id} pid {os.getpid()} "
-        + where())
-    await anyio.sleep_forever()
 
 
 QUEUES = {"default": QueueConfig(max_workers=3)}

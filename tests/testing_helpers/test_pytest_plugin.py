@@ -207,56 +207,25 @@ def river_workers():
     return workers
 """
 
-def test_async_fixtures_under_trio(pytester: pytest.Pytester, run: Runner) -> None:
-    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "trio"))
+@pytest.mark.parametrize(("backend", "package"), [("trio", "river_trio"), ("asyncio", "river_asyncio")])
+def test_async_fixtures_are_the_backends_client(
+    pytester: pytest.Pytester, run: Runner, backend: str, package: str
+) -> None:
+    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", backend))
     pytester.makepyfile(
         """
         import pytest
         import sniffio
-        import river_trio
+        import {package}
         from conftest import Known
-        from river_trio import JobState
-        from river_trio.testing import InlineClient, require_inserted
+        from {package} import JobState
+        from {package}.testing import InlineClient, require_inserted, require_not_inserted
 
         @pytest.mark.anyio
         async def test_insert_only_client(river_async_client):
-            assert sniffio.current_async_library() == "trio"
-            assert type(river_async_client) is river_trio.Client
-            await river_async_client.insert(Known("a"))
-            job = await require_inserted(river_async_client, Known, state=JobState.AVAILABLE)
-            assert job.decoded_args == Known("a")
-
-        @pytest.mark.anyio
-        async def test_inline_client(river_async_inline_client):
-            assert isinstance(river_async_inline_client, InlineClient)
-            result = await river_async_inline_client.insert(Known("b"))
-            assert result.job.state is JobState.COMPLETED and result.job.metadata["output"] == "B"
-
-        @pytest.mark.anyio
-        async def test_each_test_starts_empty(river_async_client, river_sqlite_url):
-            from river_trio.testing import require_not_inserted
-            await require_not_inserted(river_async_client, Known)
-        """
-    )
-    run().assert_outcomes(passed=3)
-
-
-def test_async_fixtures_under_asyncio_are_river_asyncios(pytester: pytest.Pytester, run: Runner) -> None:
-    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "asyncio"))
-    pytester.makepyfile(
-        """
-        import pytest
-        import sniffio
-        import river_asyncio
-        from conftest import Known
-        from river_asyncio import JobState
-        from river_asyncio.testing import InlineClient, require_inserted, require_not_inserted
-
-        @pytest.mark.anyio
-        async def test_insert_only_client(river_async_client):
-            assert sniffio.current_async_library() == "asyncio"
-            assert type(river_async_client) is river_asyncio.Client
-            assert river_async_client.ANYIO_BACKEND == "asyncio"
+            assert sniffio.current_async_library() == "{backend}"
+            assert type(river_async_client) is {package}.Client
+            assert river_async_client.ANYIO_BACKEND == "{backend}"
             await river_async_client.insert(Known("a"))
             job = await require_inserted(river_async_client, Known, state=JobState.AVAILABLE)
             assert job.decoded_args == Known("a")
@@ -270,7 +239,7 @@ def test_async_fixtures_under_asyncio_are_river_asyncios(pytester: pytest.Pytest
         @pytest.mark.anyio
         async def test_each_test_starts_empty(river_async_client):
             await require_not_inserted(river_async_client, Known)
-        """
+        """.replace("{package}", package).replace("{backend}", backend)
     )
     run().assert_outcomes(passed=3)
 
