@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import logging
-import signal
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
 
-log = logging.getLogger("river.work")
+# The graceful-shutdown loop is the async clients' own (first signal a soft stop, second a hard
+# stop, a third only logs). river_async imports no trio unless it runs under trio.
+from river_async.signals import DEFAULT_SIGNALS, run_until_signalled
 
-DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 BACKENDS = ("trio", "asyncio")
 LOOPS = ("default", "uvloop")  # the asyncio backend's event loops
 
@@ -86,51 +85,5 @@ def run(fn: Callable[..., Awaitable[T]], *args: Any, backend: str, loop: str = "
     return anyio.run(fn, *args, backend=backend, backend_options=backend_options(backend, loop))
 
 
-async def run_until_signalled(
-    client: Any,
-    *,
-    signals: Iterable[signal.Signals] = DEFAULT_SIGNALS,
-    soft_stop_timeout: float | None = None,
-    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-) -> str:
-    """Run ``client`` until it has stopped after a signal; returns ``"soft"`` or ``"hard"``.
-
-    River's graceful shutdown, as ``river_sync.run_until_signalled`` and
-    ``river_trio.run_until_signalled`` do it: the first SIGINT/SIGTERM is a soft
-    stop (no new fetches, running jobs finish), the second a hard stop (running
-    jobs are cancelled and go back to ``available``), a third only says it is
-    still waiting. On either backend; it must run in the main thread.
-    ``task_status``: started once the client works and the signals are received.
-    """
-    how = "soft"
-    with anyio.open_signal_receiver(*signals) as receiver:
-        async with anyio.create_task_group() as tg:
-            await tg.start(client.run)
-            with anyio.CancelScope() as listening:
-                tg.start_soon(_end_when_stopped, client, listening)
-                task_status.started()
-                received = 0
-                async for signum in receiver:
-                    received += 1
-                    name = signal.Signals(signum).name
-                    if received == 1:
-                        log.warning("river: %s received: stopping after running jobs finish "
-                                    "(again to cancel them)", name)
-                        tg.start_soon(client.stop, soft_stop_timeout)
-                    elif received == 2:
-                        how = "hard"
-                        log.warning("river: %s received again: cancelling running jobs", name)
-                        tg.start_soon(client.stop_and_cancel)
-                    else:
-                        log.warning("river: %s received: still waiting for workers that ignore "
-                                    "cancellation", name)
-    return how
-
-
-async def _end_when_stopped(client: Any, listening: anyio.CancelScope) -> None:
-    await client.wait()
-    listening.cancel()
-
-
-__all__ = ["BACKENDS", "LOOPS", "PACKAGES", "DriverUnavailableError", "backend_of", "backend_options",
-           "client_package", "is_async_client", "run", "run_until_signalled"]
+__all__ = ["BACKENDS", "DEFAULT_SIGNALS", "LOOPS", "PACKAGES", "DriverUnavailableError", "backend_of",
+           "backend_options", "client_package", "is_async_client", "run", "run_until_signalled"]

@@ -77,3 +77,10 @@ def test_included_files_and_diagrams_render(site: Path) -> None:
 
 def test_the_client_table_lives_in_the_client_guide(site: Path) -> None:
     assert "<code>unique_key_rules</code>" in page(site, "guides/client")
+
+
+def test_the_asyncio_guide_shows_the_fastapi_examples_own_code(site: Path) -> None:
+    asyncio_guide = page(site, "guides/asyncio")
+    # Included from examples/fastapi_app/storefront/app.py (its snippet markers are not shown).
+    assert "create_app" in asyncio_guide and "place_order" in asyncio_guide
+    assert "--8&lt;--" not in asyncio_guide and "[start:" not in asyncio_guide

@@ -7,11 +7,14 @@ only the reading is async:
 - an async ``Client`` or an ``AsyncDatabase`` (committed jobs; an
   insert-only client that has not opened its database yet opens it);
 - a database URL or SQLite path (opened and closed for the check);
-- a transaction: the blocking psycopg connection, SQLAlchemy Connection/Session
-  or sqlite connection that ``client.insert(..., tx=tx)`` was given, read in that
-  transaction (in a worker thread), so its uncommitted jobs are visible there
-  only; an autocommit connection outside a transaction is read directly;
-  ``tx=`` does the same while the target (a client) gives the schema.
+- a transaction: whatever ``client.insert(..., tx=tx)`` was given, read in that
+  transaction through the same adapter (``river_async.txadapt``), so its
+  uncommitted jobs are visible there only: a blocking psycopg connection,
+  SQLAlchemy Connection/Session or sqlite connection (read in a worker thread),
+  and on asyncio psycopg's ``AsyncConnection``, SQLAlchemy's ``AsyncConnection``/
+  ``AsyncSession`` or an asyncpg ``Connection`` (read on it natively); a blocking
+  autocommit connection outside a transaction is read directly; ``tx=`` does
+  the same while the target (a client) gives the schema.
 """
 
 from __future__ import annotations
@@ -67,12 +70,14 @@ async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> 
         async with db, db.executor(readonly=True) as ex:
             yield ex
         return
-    plain = outside_tx(target)
+    from river_async.txadapt import asyncio_only_kind, executor_for_caller_tx
+
+    # A blocking autocommit connection outside a transaction is read directly; every open
+    # transaction, asyncio-native ones included, goes through the adapter the client inserts with.
+    plain = None if asyncio_only_kind(target) else outside_tx(target)
     if plain is not None:
         yield AsyncExecutor(target, dialect_for(plain, schema), in_caller_tx=True)
         return
-    from river_async.txadapt import executor_for_caller_tx
-
     yield await executor_for_caller_tx(target, schema=schema)
 
 

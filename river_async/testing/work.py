@@ -29,11 +29,9 @@ import anyio
 import anyio.to_thread
 
 from river_async.context import CancellationToken, WorkContext
-from river_async.database import run_blocking
 from river_async.executor import AsyncExecutor
 from river_async.runner import utcnow
-from river_db.executor import Executor
-from river_db.testing.offline import NoDatabaseError, OfflineClient, claim_job
+from river_db.testing.offline import NoDatabaseError, OfflineClient, claim_plan
 from river_db.testing.runs import (
     Ran,
     RunSetup,
@@ -222,9 +220,10 @@ async def client_transaction(client: Client, tx: Any) -> AsyncIterator[AsyncExec
 
 
 async def _claim(ex: AsyncExecutor, job: JobRow, client_id: str) -> JobRow:
-    # The connection is a blocking one inside the open transaction: the threaded claim runs on it as is.
-    blocking = Executor(ex.conn, ex.dialect, in_caller_tx=True)
-    return await run_blocking(lambda: claim_job(blocking, job, client_id))
+    # The claim is a plan: the executor's runner drives it, in a worker thread on a blocking
+    # connection or on the caller's asyncio-native one (psycopg/SQLAlchemy async, asyncpg).
+    running: JobRow = await ex.runner.run_plan(claim_plan(ex.dialect, job, client_id))
+    return running
 
 
 async def work_with_client(
@@ -240,8 +239,12 @@ async def work_with_client(
     """Insert ``args`` through ``client`` (an async ``Client``, not running), claim the job,
     work it, record the outcome with the completer's statement; as ``river_sync.testing``'s.
 
-    ``tx``: the blocking connection (psycopg, SQLAlchemy Connection/Session,
-    sqlite) every step runs in. A ``JobRow`` instead of args works that job.
+    ``tx``: the caller's open transaction every step runs in, any kind the client's
+    ``insert(..., tx=)`` takes (one adapter decides: ``river_async.txadapt``): a
+    blocking psycopg, SQLAlchemy Connection/Session or sqlite connection, and on
+    asyncio also psycopg's ``AsyncConnection``, SQLAlchemy's ``AsyncConnection``/
+    ``AsyncSession`` and asyncpg's ``Connection``. A ``JobRow`` instead of args works
+    that job.
     """
     if isinstance(args_or_job, JobRow):
         job = args_or_job

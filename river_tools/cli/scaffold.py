@@ -20,7 +20,11 @@ from river_protocol.options import validate_kind, validate_queue_name
 from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-_RESERVED = frozenset({"river_protocol", "river_sync", "river_trio", "conformance", "tests", "conftest"})
+# This project's own top-level modules (a worker module of the same name would shadow one).
+_RESERVED = frozenset({
+    "river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
+    "river_tools", "river_otel", "conformance", "tests", "conftest",
+})
 
 
 def register(sub: Any) -> None:

@@ -1,4 +1,4 @@
-"""`river bench` through the real entry point, on Postgres and SQLite, for both drivers; and the
+"""`river bench` through the real entry point, on Postgres and SQLite, for every driver; and the
 measuring core (``river_tools.bench``) it runs on.
 
 The benchmark runs are small (2,000 jobs, a 2 s duration): they check behaviour and the shape of
@@ -50,7 +50,7 @@ PERIOD_LINE = re.compile(r"^bench: jobs worked \[ +\d+ \], inserted \[ +\d+ \], 
                          r"total worked \[ +\d+ \] \[[\d.]+s\]$", re.M)
 FINAL_LINE = re.compile(r"^bench: total jobs worked \[ +(\d+) \], total jobs inserted \[ +(\d+) \], "
                         r"overall job/sec \[ +([\d.]+) \], running [\d.]+s$", re.M)
-DRIVERS = ("sync", "trio")
+DRIVERS = ("sync", "trio", "asyncio")
 
 
 @dataclass
@@ -287,7 +287,6 @@ def test_a_signal_ends_an_open_ended_run_with_its_summary(
     proc = subprocess.Popen(
         [str(RIVER), "bench", "--database-url", url, "--driver", driver, "--max-workers", "50"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=with_fake_asyncio() if driver == "asyncio" else None,  # the stand-in: see below
         # A shell's background jobs ignore SIGINT, and children inherit that: restore it.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
@@ -549,17 +548,54 @@ def test_process_run_figures() -> None:
     assert scaling([ProcessRun(1, 0, 0.0, 0.0), two]) == 0.0
 
 
-# ---------------------------------------------------------------- --driver asyncio (dispatch)
-# Until river_asyncio is on this branch, the asyncio runs use the stand-in of tests/cli/fake_asyncio:
-# river_sync's client behind the async API, failing any call made outside an asyncio event loop.
+# ---------------------------------------------------------------- --driver asyncio in its own processes
+# `river bench` with a sitecustomize first on the path, so in the bench process and in every worker
+# process it starts: each anyio.run says which event loop module runs it, and at exit the process
+# says how many trio modules it loaded (none, for asyncio).
 
-FAKE_ASYNCIO = Path(__file__).with_name("fake_asyncio")
+PROBE = """
+import atexit
+import os
+import sys
+
+import anyio
+import sniffio
+
+real_run = anyio.run
 
 
-def with_fake_asyncio() -> dict[str, str]:
+def probed_run(fn, *args, **kwargs):
+    async def probe(*inner):
+        if sniffio.current_async_library() == "asyncio":
+            import asyncio
+            loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
+            print(f"probe {os.getpid()}: running on {loop}", file=sys.stderr, flush=True)
+        return await fn(*inner)
+    return real_run(probe, *args, **kwargs)
+
+
+def trio_modules():
+    n = sum(1 for name in sys.modules if name == "trio" or name.startswith("trio."))
+    print(f"probe {os.getpid()}: trio modules loaded: {n}", file=sys.stderr, flush=True)
+
+
+anyio.run = probed_run
+atexit.register(trio_modules)
+"""
+
+
+def probed_bench(probe_dir: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    (probe_dir / "sitecustomize.py").write_text(PROBE)
     env = {k: v for k, v in os.environ.items() if k != "RIVER_DATABASE_URL"}
-    env["PYTHONPATH"] = f"{FAKE_ASYNCIO}:{Path(__file__).parents[2]}"
-    return env
+    env["PYTHONPATH"] = f"{probe_dir}:{Path(__file__).parents[2]}"
+    return subprocess.run([str(RIVER), "bench", *args], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+
+
+def probe_lines(stderr: str, what: str) -> list[str]:
+    """What each probed process said about ``what``, one entry per process."""
+    return [line.split(": ", 1)[1] for line in stderr.splitlines()
+            if line.startswith("probe ") and line.split(": ", 1)[1].startswith(what)]
 
 
 def test_asyncio_driver_without_river_asyncio_fails_clearly_and_deletes_nothing(
@@ -586,31 +622,33 @@ def test_client_class_imports_the_driver_package_lazily(monkeypatch: pytest.Monk
 
 
 @pytest.mark.parametrize("loop", ["default", "uvloop"])
-def test_asyncio_driver_runs_river_asyncio_in_an_asyncio_loop(
-    tmp_path: Path, sqlite_template: Path, loop: str
+def test_asyncio_driver_burns_down_in_an_asyncio_loop_without_trio(
+    url: str, loop: str, tmp_path: Path
 ) -> None:
-    url = fresh_sqlite(tmp_path, sqlite_template)
-    proc = subprocess.run([str(RIVER), "bench", "--driver", "asyncio", "--loop", loop, "-n", "500", "--json",
-                           "--max-workers", "50", "--database-url", url],
-                          capture_output=True, text=True, timeout=120, env=with_fake_asyncio())
+    proc = probed_bench(tmp_path, "--driver", "asyncio", "--loop", loop, "-n", "500", "--json",
+                        "--max-workers", "50", "--database-url", url)
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(proc.stdout)
     assert (figures["driver"], figures["jobs"], figures["inserted"]) == ("asyncio", 500, 500)
+    assert figures["database"] == ("postgres" if url.startswith("postgres") else "sqlite")
     assert figures["jobs_per_sec"] > 0 and figures["client_cpu_us_per_job"] > 0 and figures["peak_rss_mb"] > 0
     ran_on = "uvloop" if loop == "uvloop" else "asyncio"
-    assert f"fake river_asyncio: running on {ran_on}; trio modules loaded: 0" in proc.stderr
+    assert probe_lines(proc.stderr, "running on") == [f"running on {ran_on}"], proc.stderr
+    assert probe_lines(proc.stderr, "trio modules") == ["trio modules loaded: 0"], proc.stderr
     assert states(url) == {(BENCH_KIND, "completed"): 500}
 
 
-def test_asyncio_driver_processes(tmp_path: Path, sqlite_template: Path) -> None:
+def test_asyncio_driver_processes_load_no_trio(tmp_path: Path, sqlite_template: Path) -> None:
     url = fresh_sqlite(tmp_path, sqlite_template)
-    proc = subprocess.run([str(RIVER), "bench", "--driver", "asyncio", "-n", "200", "--processes", "2",
-                           "--json", "--max-workers", "20", "--database-url", url],
-                          capture_output=True, text=True, timeout=180, env=with_fake_asyncio())
+    proc = probed_bench(tmp_path, "--driver", "asyncio", "--loop", "uvloop", "-n", "200", "--processes", "2",
+                        "--json", "--max-workers", "20", "--database-url", url, timeout=180)
     assert proc.returncode == 0, proc.stderr
     figures = json.loads(proc.stdout)
     assert (figures["driver"], figures["mode"]) == ("asyncio", "processes")
     assert [(r["processes"], r["jobs"]) for r in figures["runs"]] == [(1, 200), (2, 200)]
+    # The supervisor and the 1 + 2 worker processes it started; each worker ran its client on uvloop.
+    assert probe_lines(proc.stderr, "running on") == ["running on uvloop"] * 3, proc.stderr
+    assert probe_lines(proc.stderr, "trio modules") == ["trio modules loaded: 0"] * 4, proc.stderr
 
 
 def test_worker_command_passes_the_loop() -> None:
@@ -629,6 +667,4 @@ def test_benchmark_rounds_include_asyncio_once_river_asyncio_is_importable(
     monkeypatch.setattr(rounds.importlib.util, "find_spec", lambda name: None)
     assert not rounds.asyncio_available()
     monkeypatch.undo()
-    monkeypatch.delitem(sys.modules, "river_asyncio", raising=False)
-    monkeypatch.setattr(sys, "path", [str(FAKE_ASYNCIO), *sys.path])
-    assert rounds.asyncio_available()
+    assert rounds.asyncio_available()  # the real river_asyncio of this checkout

@@ -13,8 +13,8 @@ import pytest
 
 from river_protocol.args import kind_of
 from river_protocol.golang.encoding_json import encode_args
-from river_tools.cli.main import main
-from river_tools.cli.scaffold import class_name
+from river_tools.cli.main import UsageError, main
+from river_tools.cli.scaffold import check_name, class_name
 
 BIN = Path(sys.executable).parent
 
@@ -105,6 +105,8 @@ def test_refuses_to_overwrite(capsys: pytest.CaptureFixture[str], tmp_path: Path
     ("test_thing", [], "collected as tests"),
     ("email", [], "shadow"),
     ("river_sync", [], "shadow"),
+    ("river_async", [], "shadow"),
+    ("river_asyncio", [], "shadow"),
     ("ok_name", ["--queue", "bad queue!"], "queue"),
     ("ok_name", ["--kind", "x"], "kind"),
 ])
@@ -114,6 +116,15 @@ def test_bad_names_are_usage_errors(
     code, _, err = run(capsys, "new-worker", name, "--dir", str(tmp_path), *flags)
     assert code == 2 and message in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_river_package_of_the_project_is_a_reserved_name() -> None:
+    root = Path(__file__).parents[2]
+    packages = {p.parent.name for p in root.glob("river_*/__init__.py")}
+    assert {"river_async", "river_asyncio"} <= packages
+    for name in packages:
+        with pytest.raises(UsageError, match="shadow"):
+            check_name(name)
 
 
 def test_class_name() -> None:

@@ -1,11 +1,9 @@
-"""`river work` with async clients: a river_trio one (real), and the asyncio dispatch.
+"""`river work` with async clients: a river_trio one and a river_asyncio one, in real processes.
 
-The trio tests run real worker processes against SQLite and Postgres, as
-``test_cli_work`` does for river_sync. The asyncio ones put the stand-in
-``river_asyncio`` of ``tests/cli/fake_asyncio`` first on the path: it checks that
-every call runs in an asyncio event loop and says which loop module runs it, so
-they test ``river work``'s dispatch (backend, ``--loop``, signals, factories),
-not an asyncio client.
+Both run real worker processes against SQLite and Postgres, as ``test_cli_work``
+does for river_sync. The asyncio app's workers say which event loop runs them
+(asyncio's own or uvloop) and how many trio modules the process has loaded: an
+asyncio worker process loads none.
 """
 
 from __future__ import annotations
@@ -40,9 +38,7 @@ from tests.cli.test_cli_work import Hold, Long, Quick, WorkerProcess, expect_cou
 db_url, sqlite_url = sync_work.db_url, sync_work.sqlite_url
 inserter, processes = sync_work.inserter, sync_work.processes
 
-FAKE_ASYNCIO = Path(__file__).with_name("fake_asyncio")
-
-# What both apps share: the args types and a line writer (their imports come first).
+# What both apps share: the args types, a line writer and the workers (their imports come first).
 APP_COMMON = '''
 
 @dataclass
@@ -67,6 +63,28 @@ workers = Workers()
 def say(text):
     sys.stdout.write(text + "\\n")
     sys.stdout.flush()
+
+
+# Each app defines where(): which event loop runs the job.
+@workers.job(Quick)
+async def quick(ctx, args):
+    say(f"done {ctx.job.id} {where()}")
+
+
+@workers.job(Long)
+async def long(ctx, args):
+    say(f"started {ctx.job.id}")
+    try:
+        await anyio.sleep_forever()
+    finally:
+        say(f"cancelled {ctx.job.id}")
+
+
+@workers.job(Hold)
+async def hold(ctx, args):
+    say(f"started {ctx.job.id} attempt {ctx.job.attempt} by {ctx.client.client_id} pid {os.getpid()} "
+        + where())
+    await anyio.sleep_forever()
 '''
 
 TRIO_APP = '''
@@ -82,24 +100,8 @@ from river_trio import Client, QueueConfig, Workers
 ''' + APP_COMMON + '''
 
 
-@workers.job(Quick)
-async def quick(ctx, args):
-    say(f"done {ctx.job.id} on {sniffio.current_async_library()}")
-
-
-@workers.job(Long)
-async def long(ctx, args):
-    say(f"started {ctx.job.id}")
-    try:
-        await anyio.sleep_forever()
-    finally:
-        say(f"cancelled {ctx.job.id}")
-
-
-@workers.job(Hold)
-async def hold(ctx, args):
-    say(f"started {ctx.job.id} attempt {ctx.job.attempt} by {ctx.client.client_id} pid {os.getpid()}")
-    await anyio.sleep_forever()
+def where():
+    return f"on {sniffio.current_async_library()}"
 
 
 QUEUES = {"default": QueueConfig(max_workers=5), "other": QueueConfig(max_workers=7)}
@@ -141,35 +143,36 @@ async def returns_a_sync_client():
 '''
 
 ASYNCIO_APP = '''
+import asyncio
 import os
 import sys
 from dataclasses import dataclass
 from typing import ClassVar
 
+import anyio
+import sniffio
+
 from river_asyncio import Client, QueueConfig, Workers
 ''' + APP_COMMON + '''
 
 
-@workers.job(Quick)
-def quick(ctx, args):
-    say(f"done {ctx.job.id}")
+def where():
+    loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
+    trio_modules = sum(1 for name in sys.modules if name == "trio" or name.startswith("trio."))
+    return f"on {sniffio.current_async_library()} ({loop}); trio modules loaded: {trio_modules}"
 
 
-@workers.job(Long)
-def long(ctx, args):
-    say(f"started {ctx.job.id}")
-    while not ctx.token.wait(0.05):
-        pass
-    say(f"cancelled {ctx.job.id}")
-    ctx.raise_if_cancelled()
-
-
-client = Client(os.environ["WORK_APP_DB"], workers=workers, queues={"default": QueueConfig(max_workers=3)})
+QUEUES = {"default": QueueConfig(max_workers=3)}
+client = Client(os.environ["WORK_APP_DB"], workers=workers, queues=QUEUES)
 
 
 async def amake_client(database_url=None):
-    return Client(database_url or os.environ["WORK_APP_DB"], workers=workers,
-                  queues={"default": QueueConfig(max_workers=3)})
+    await asyncio.sleep(0)  # an async factory may await its setup, in the loop the client runs in
+    return Client(database_url or os.environ["WORK_APP_DB"], workers=workers, queues=QUEUES)
+
+
+def one_worker_client():
+    return Client(os.environ["WORK_APP_DB"], workers=workers, queues={"default": QueueConfig(max_workers=1)})
 '''
 
 
@@ -180,42 +183,63 @@ def trio_app(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def asyncio_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def app_dir(tmp_path: Path) -> Path:
+    """Both apps, ``trio_app`` and ``asyncio_app``, side by side."""
+    (tmp_path / "trio_app.py").write_text(TRIO_APP)
     (tmp_path / "asyncio_app.py").write_text(ASYNCIO_APP)
-    # WorkerProcess copies the environment: the stand-in first, then this checkout.
-    monkeypatch.setenv("PYTHONPATH", f"{FAKE_ASYNCIO}:{Path(__file__).parents[2]}")
     return tmp_path
 
 
-# ---------------------------------------------------------------- trio, in real processes
+def ran_on(backend: str, loop: str = "default") -> str:
+    """How a job line of ``backend``'s app ends: the asyncio app also names its loop and says that
+    the process loaded no trio module."""
+    if backend == "trio":
+        return "on trio"
+    return f"on asyncio ({'uvloop' if loop == 'uvloop' else 'asyncio'}); trio modules loaded: 0"
 
 
-def test_a_trio_client_works_jobs_on_trio_and_stops_softly(
-    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+# ---------------------------------------------------------------- both backends, in real processes
+
+
+@pytest.mark.parametrize(("backend", "loop"), [("trio", "default"), ("asyncio", "default"),
+                                               ("asyncio", "uvloop")])
+@pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
+def test_an_async_client_works_jobs_on_its_backend_and_stops_softly(
+    app_dir: Path, request: pytest.FixtureRequest, inserter: Client, processes: list[WorkerProcess],
+    backend: str, loop: str, dialect: str,
 ) -> None:
-    before = inserter.insert(Quick(1)).job.id
-    worker = start(processes, trio_app, db_url, "trio_app:client")
-    assert "(trio)" in worker.seen["err"][-1]
-    after = inserter.insert(Quick(2)).job.id
-    for job_id in (before, after):
-        worker.expect(f"done {job_id} on trio")
-    worker.signal(signal.SIGINT)
-    assert worker.exit_code() == 0
-    worker.expect("SIGINT received: stopping after running jobs finish", "err")
-    worker.expect("stopped (soft stop)", "err")
-    assert row(inserter, after).state is JobState.COMPLETED
+    url = request.getfixturevalue("db_url" if dialect == "postgres" else "sqlite_url")
+    writer = inserter if dialect == "postgres" else Client(url)
+    try:
+        before = writer.insert(Quick(1)).job.id
+        flags = ("--loop", loop) if loop != "default" else ()
+        worker = start(processes, app_dir, url, f"{backend}_app:client", *flags)
+        assert f"({backend})" in worker.seen["err"][-1]
+        after = writer.insert(Quick(2)).job.id
+        for job_id in (before, after):
+            worker.expect(f"done {job_id} {ran_on(backend, loop)}")
+        worker.signal(signal.SIGINT)
+        assert worker.exit_code() == 0
+        worker.expect("SIGINT received: stopping after running jobs finish", "err")
+        worker.expect("stopped (soft stop)", "err")
+        assert row(writer, after).state is JobState.COMPLETED
+    finally:
+        if writer is not inserter:
+            writer.stop()
 
 
-def test_a_second_signal_cancels_a_trio_job_back_to_available(
-    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+@pytest.mark.parametrize(("backend", "signum"), [("trio", signal.SIGTERM), ("asyncio", signal.SIGINT)])
+def test_a_second_signal_cancels_an_async_job_back_to_available(
+    app_dir: Path, db_url: str, inserter: Client, processes: list[WorkerProcess], backend: str,
+    signum: signal.Signals,
 ) -> None:
     long_id = inserter.insert(Long()).job.id
-    worker = start(processes, trio_app, db_url, "trio_app:client")
+    worker = start(processes, app_dir, db_url, f"{backend}_app:client")
     worker.expect(f"started {long_id}")
-    worker.signal(signal.SIGTERM)
-    worker.expect("SIGTERM received: stopping after running jobs finish", "err")
+    worker.signal(signum)
+    worker.expect(f"{signum.name} received: stopping after running jobs finish", "err")
     assert worker.proc.poll() is None  # the soft stop waits for the job
-    worker.signal(signal.SIGTERM)
+    worker.signal(signum)
     worker.expect(f"cancelled {long_id}")
     assert worker.exit_code() == 0
     worker.expect("stopped (hard stop)", "err")
@@ -223,8 +247,9 @@ def test_a_second_signal_cancels_a_trio_job_back_to_available(
     assert back.state is JobState.AVAILABLE and back.attempt == 0 and back.errors == ()
 
 
+@pytest.mark.parametrize("backend", ["trio", "asyncio"])
 def test_an_async_factory_is_awaited_with_the_database_url_and_narrowed(
-    trio_app: Path, sqlite_url: str, tmp_path: Path, processes: list[WorkerProcess]
+    app_dir: Path, sqlite_url: str, tmp_path: Path, processes: list[WorkerProcess], backend: str
 ) -> None:
     from river_db.migrator import Migrator
     from river_sync import InsertOpts
@@ -236,10 +261,11 @@ def test_an_async_factory_is_awaited_with_the_database_url_and_narrowed(
     try:
         wanted = inserter.insert(Quick(), InsertOpts(queue="other")).job.id
         elsewhere = inserter.insert(Quick()).job.id
-        worker = start(processes, trio_app, sqlite_url, "trio_app:amake_client", "--database-url", other,
-                       "--queues", "other", "--max-workers", "2")
-        assert "other (2 workers)" in worker.seen["err"][-1] and "default" not in worker.seen["err"][-1]
-        worker.expect(f"done {wanted} on trio")
+        worker = start(processes, app_dir, sqlite_url, f"{backend}_app:amake_client",
+                       "--database-url", other, "--queues", "other", "--max-workers", "2")
+        banner = worker.seen["err"][-1]
+        assert f"({backend})" in banner and "other (2 workers)" in banner and "default" not in banner
+        worker.expect(f"done {wanted} {ran_on(backend)}")
         worker.signal()
         assert worker.exit_code() == 0
         assert row(inserter, elsewhere).state is JobState.AVAILABLE
@@ -259,17 +285,20 @@ def test_a_signal_before_the_handlers_is_kept_for_them(
     worker.expect("stopped (soft stop)", "err")
 
 
-def test_trio_processes_run_one_client_each_and_stop_in_two_steps(
-    trio_app: Path, db_url: str, inserter: Client, processes: list[WorkerProcess]
+@pytest.mark.parametrize(("backend", "loop"), [("trio", "default"), ("asyncio", "uvloop")])
+def test_processes_run_one_async_client_each_and_stop_in_two_steps(
+    app_dir: Path, db_url: str, inserter: Client, processes: list[WorkerProcess], backend: str, loop: str
 ) -> None:
     ids = [inserter.insert(Hold()).job.id for _ in range(2)]
-    worker = WorkerProcess(trio_app, db_url, "trio_app:one_worker_client", "--processes", "2")
+    flags = ("--loop", loop) if loop != "default" else ()
+    worker = WorkerProcess(app_dir, db_url, f"{backend}_app:one_worker_client", "--processes", "2", *flags)
     processes.append(worker)
     n = 2
     while len({line.split(" by ")[1].split()[0] for line in expect_count(worker, "started ", n)}) < 2:
         n += 1  # a claim reconciled under load starts its job again in the same process
-    pids = {line.split(" pid ")[1] for line in worker.seen["out"] if "started " in line}
-    assert len(pids) == 2
+    started = [line for line in worker.seen["out"] if "started " in line]
+    assert len({line.split(" pid ")[1].split()[0] for line in started}) == 2
+    assert all(line.endswith(ran_on(backend, loop)) for line in started), started
     expect_count(worker, "working ", 2, "err")
     worker.signal(signal.SIGTERM)
     expect_count(worker, "SIGTERM received: stopping after running jobs finish", 2, "err")
@@ -299,47 +328,6 @@ def test_processes_refuse_an_in_memory_database_for_a_trio_client(
     worker.expect("in-memory SQLite database exists only inside one process", "err")
 
 
-# ---------------------------------------------------------------- asyncio dispatch (stand-in client)
-
-
-@pytest.mark.parametrize(("flags", "loop"), [((), "asyncio"), (("--loop", "uvloop"), "uvloop")])
-def test_an_asyncio_client_runs_in_an_asyncio_loop(
-    asyncio_app: Path, sqlite_url: str, processes: list[WorkerProcess], flags: tuple[str, ...], loop: str
-) -> None:
-    inserter = Client(sqlite_url)
-    try:
-        job_id = inserter.insert(Quick()).job.id
-        worker = start(processes, asyncio_app, sqlite_url, "asyncio_app:client", *flags)
-        assert "(asyncio)" in worker.seen["err"][-1]
-        worker.expect(f"fake river_asyncio: running on {loop}; trio modules loaded: 0", "err")
-        worker.expect(f"done {job_id}")
-        worker.signal(signal.SIGTERM)
-        assert worker.exit_code() == 0
-        worker.expect("stopped (soft stop)", "err")
-    finally:
-        inserter.stop()
-
-
-def test_an_asyncio_factory_is_awaited_in_asyncio_and_hard_stops(
-    asyncio_app: Path, sqlite_url: str, processes: list[WorkerProcess]
-) -> None:
-    inserter = Client(sqlite_url)
-    try:
-        long_id = inserter.insert(Long()).job.id
-        worker = start(processes, asyncio_app, sqlite_url, "asyncio_app:amake_client")
-        worker.expect("fake river_asyncio: running on asyncio", "err")
-        worker.expect(f"started {long_id}")
-        worker.signal(signal.SIGINT)
-        worker.expect("SIGINT received: stopping after running jobs finish", "err")
-        worker.signal(signal.SIGINT)
-        worker.expect(f"cancelled {long_id}")
-        assert worker.exit_code() == 0
-        worker.expect("stopped (hard stop)", "err")
-        assert row(inserter, long_id).state is JobState.AVAILABLE
-    finally:
-        inserter.stop()
-
-
 # ---------------------------------------------------------------- usage errors (in-process)
 
 
@@ -350,6 +338,9 @@ def trio_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sqlite_url: str
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WORK_APP_DB", sqlite_url)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    # As in a trio app's process: river_asyncio, which other tests import here, is not loaded
+    # (river work guesses a factory's backend from the river packages loaded).
+    monkeypatch.delitem(sys.modules, "river_asyncio", raising=False)
     yield name
     sys.modules.pop(name, None)
 
@@ -457,9 +448,17 @@ def test_child_command_repeats_backend_and_loop() -> None:
     assert child_command(args)[-4:] == ["--backend", "asyncio", "--loop", "uvloop"]
 
 
-def test_run_until_signalled_stops_softly_then_hard_on_either_backend() -> None:
-    """The AnyIO runner itself, in-process, with a client double that records its calls."""
+def test_run_until_signalled_stops_softly_then_hard_on_either_backend(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The AnyIO runner itself (river_async's, which river_tools uses), in-process, with a client
+    double that records its calls and needs a third signal's time to finish its hard stop."""
+    import logging
     import os
+
+    from river_async.signals import run_until_signalled
+
+    assert async_runner.run_until_signalled is run_until_signalled  # one loop serves both
 
     class Recorder:
         ANYIO_BACKEND = "trio"
@@ -467,6 +466,7 @@ def test_run_until_signalled_stops_softly_then_hard_on_either_backend() -> None:
         def __init__(self) -> None:
             self.calls: list[str] = []
             self.stopped = anyio.Event()
+            self.finish = anyio.Event()
 
         async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             task_status.started()
@@ -477,6 +477,7 @@ def test_run_until_signalled_stops_softly_then_hard_on_either_backend() -> None:
 
         async def stop_and_cancel(self) -> None:
             self.calls.append("stop_and_cancel")
+            await self.finish.wait()  # a worker that ignores cancellation for a while
             self.stopped.set()
 
         async def wait(self) -> bool:
@@ -484,6 +485,8 @@ def test_run_until_signalled_stops_softly_then_hard_on_either_backend() -> None:
             return True
 
     for backend in async_runner.BACKENDS:
+        caplog.clear()
+
         async def scenario() -> tuple[str, list[str]]:
             client = Recorder()
             async with anyio.create_task_group() as tg:
@@ -494,13 +497,25 @@ def test_run_until_signalled_stops_softly_then_hard_on_either_backend() -> None:
                         client, signals=(signal.SIGUSR1,), soft_stop_timeout=3.0, task_status=task_status))
 
                 await tg.start(runner)
+                for wanted in (1, 2):
+                    os.kill(os.getpid(), signal.SIGUSR1)
+                    while len(client.calls) < wanted:
+                        await anyio.sleep(0.01)
                 os.kill(os.getpid(), signal.SIGUSR1)
-                while not client.calls:
+                while "still waiting" not in caplog.text:
                     await anyio.sleep(0.01)
-                os.kill(os.getpid(), signal.SIGUSR1)
+                assert client.calls == ["stop 3.0", "stop_and_cancel"]  # the third only logs
+                client.finish.set()
             return result[0], client.calls
 
-        assert anyio.run(scenario, backend=backend) == ("hard", ["stop 3.0", "stop_and_cancel"]), backend
+        with caplog.at_level(logging.WARNING):
+            assert anyio.run(scenario, backend=backend) == ("hard", ["stop 3.0", "stop_and_cancel"]), backend
+        messages = [r.getMessage() for r in caplog.records]
+        assert [m.split(": ", 1)[1].split(" (")[0] for m in messages] == [
+            "SIGUSR1 received: stopping after running jobs finish",
+            "SIGUSR1 received again: cancelling running jobs",
+            "SIGUSR1 received: still waiting for workers that ignore cancellation",
+        ], messages
 
 
 def test_client_package_imports_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -207,24 +207,25 @@ def river_workers():
     return workers
 """
 
-FAKE_ASYNCIO = Path(__file__).parents[1] / "cli" / "fake_asyncio"
-
-
-def test_async_fixtures_under_trio(pytester: pytest.Pytester, run: Runner) -> None:
-    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "trio"))
+@pytest.mark.parametrize(("backend", "package"), [("trio", "river_trio"), ("asyncio", "river_asyncio")])
+def test_async_fixtures_are_the_backends_client(
+    pytester: pytest.Pytester, run: Runner, backend: str, package: str
+) -> None:
+    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", backend))
     pytester.makepyfile(
         """
         import pytest
         import sniffio
-        import river_trio
+        import {package}
         from conftest import Known
-        from river_trio import JobState
-        from river_trio.testing import InlineClient, require_inserted
+        from {package} import JobState
+        from {package}.testing import InlineClient, require_inserted, require_not_inserted
 
         @pytest.mark.anyio
         async def test_insert_only_client(river_async_client):
-            assert sniffio.current_async_library() == "trio"
-            assert type(river_async_client) is river_trio.Client
+            assert sniffio.current_async_library() == "{backend}"
+            assert type(river_async_client) is {package}.Client
+            assert river_async_client.ANYIO_BACKEND == "{backend}"
             await river_async_client.insert(Known("a"))
             job = await require_inserted(river_async_client, Known, state=JobState.AVAILABLE)
             assert job.decoded_args == Known("a")
@@ -236,43 +237,11 @@ def test_async_fixtures_under_trio(pytester: pytest.Pytester, run: Runner) -> No
             assert result.job.state is JobState.COMPLETED and result.job.metadata["output"] == "B"
 
         @pytest.mark.anyio
-        async def test_each_test_starts_empty(river_async_client, river_sqlite_url):
-            from river_trio.testing import require_not_inserted
+        async def test_each_test_starts_empty(river_async_client):
             await require_not_inserted(river_async_client, Known)
-        """
+        """.replace("{package}", package).replace("{backend}", backend)
     )
     run().assert_outcomes(passed=3)
-
-
-def test_async_client_under_asyncio_is_river_asyncios(
-    pytester: pytest.Pytester, run: Runner, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The stand-in river_asyncio (tests/cli/fake_asyncio) fails any call made outside asyncio.
-    monkeypatch.setitem(sys.modules, "river_asyncio", None)
-    monkeypatch.delitem(sys.modules, "river_asyncio")  # undone in reverse: absent again afterwards
-    monkeypatch.syspath_prepend(str(FAKE_ASYNCIO))
-    pytester.makeconftest(ASYNC_CONFTEST.replace("{backend}", "asyncio"))
-    pytester.makepyfile(
-        """
-        import pytest
-        import sniffio
-        from conftest import Known
-        from river_sync import Client
-
-        @pytest.mark.anyio
-        async def test_insert_only_client(river_async_client, river_sqlite_url):
-            assert sniffio.current_async_library() == "asyncio"
-            assert type(river_async_client).__module__ == "river_asyncio"
-            assert river_async_client.ANYIO_BACKEND == "asyncio"
-            job_id = (await river_async_client.insert(Known("a"))).job.id
-            reader = Client(river_sqlite_url)
-            try:
-                assert reader.jobs.get(job_id).kind == "known"
-            finally:
-                reader.stop()
-        """
-    )
-    run().assert_outcomes(passed=1)
 
 
 def test_async_client_under_asyncio_without_river_asyncio_fails_clearly(

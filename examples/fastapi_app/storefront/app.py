@@ -59,6 +59,7 @@ class State(TypedDict):
     river: river_asyncio.Client
 
 
+# --8<-- [start:create_app]  (docs/guides/asyncio.md includes this function)
 def create_app(database_url: str | None = None) -> FastAPI:
     url = database_url or settings.database_url()
 
@@ -75,6 +76,7 @@ def create_app(database_url: str | None = None) -> FastAPI:
     app.include_router(router)
     app.add_exception_handler(PaymentDeclined, payment_declined)
     return app
+# --8<-- [end:create_app]
 
 
 # ---------------------------------------------------------------- dependencies
@@ -99,6 +101,7 @@ River = Annotated[river_asyncio.Client, Depends(river)]
 router = APIRouter()
 
 
+# --8<-- [start:place_order]  (docs/guides/asyncio.md includes this route)
 @router.post("/orders", status_code=201)
 async def place_order(order_in: OrderIn, session: Session, river: River) -> OrderPlaced:
     async with session.begin():  # commits at the end of the block; any exception rolls it back
@@ -109,6 +112,7 @@ async def place_order(order_in: OrderIn, session: Session, river: River) -> Orde
         await charge(order_in.card, order_id=order.id, amount_cents=PRICE_CENTS[order.item] * order.quantity)
     return OrderPlaced(id=order.id, item=order.item, quantity=order.quantity, email=order.email,
                        receipt_sent_at=None, receipt_job_id=job.id)
+# --8<-- [end:place_order]
 
 
 @router.get("/orders/{order_id}")
