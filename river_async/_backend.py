@@ -26,12 +26,13 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import sniffio
 
 T = TypeVar("T")
@@ -53,6 +54,7 @@ class Backend:
     utcnow: Callable[[], datetime]
     loop_deadline: Callable[[datetime], float]
     run_interruptible: Callable[..., Any]
+    checkpoint_if_cancelled: Callable[[], Awaitable[None]]
     ParkingLot: Callable[[], Any]
     CancelScope: Callable[..., Any]
     Event: Callable[[], Any]
@@ -174,6 +176,7 @@ def _trio_backend() -> Backend:
         utcnow=now,
         loop_deadline=deadline,
         run_interruptible=run_interruptible,
+        checkpoint_if_cancelled=trio.lowlevel.checkpoint_if_cancelled,
         ParkingLot=trio.lowlevel.ParkingLot,
         CancelScope=trio.CancelScope,
         Event=trio.Event,
@@ -335,6 +338,7 @@ def _asyncio_backend() -> Backend:
         utcnow=now,
         loop_deadline=deadline,
         run_interruptible=run_interruptible,
+        checkpoint_if_cancelled=anyio.lowlevel.checkpoint_if_cancelled,
         ParkingLot=_AsyncioParkingLot,
         CancelScope=anyio.CancelScope,
         Event=anyio.Event,
