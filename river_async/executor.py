@@ -24,7 +24,6 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any, Protocol, TypeVar
 
 import anyio
-import anyio.lowlevel
 
 from river_async import _backend
 from river_db.executor import execute_step
