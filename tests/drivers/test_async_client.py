@@ -165,6 +165,40 @@ def test_insert_only_client_without_run_closes_with_aclose(run: Run, client_db_u
     run(main)
 
 
+def test_a_client_bound_to_one_loop_refuses_to_run_under_the_other(client_db_url: str) -> None:
+    import river_asyncio
+
+    for bound, loop in ((river_trio.Client, "asyncio"), (river_asyncio.Client, "trio")):
+        async def main(bound: type[Any] = bound, loop: str = loop) -> None:
+            client = bound(client_db_url)
+            with pytest.raises(RiverError, match=f"runs under {bound.ANYIO_BACKEND}, not {loop}"):
+                await client.run()
+            assert client.state.value == "new"  # refused before anything started
+
+        anyio.run(main, backend=loop)
+
+
+def test_the_asyncio_client_on_uvloop_works_jobs_and_hears_notifications(client_db_url: str) -> None:
+    # uvloop's add_reader carries anyio.wait_readable, the Postgres listener's wait.
+    import river_asyncio
+
+    async def work(args: Task) -> None:
+        await anyio.sleep(0)
+
+    async def main() -> None:
+        import asyncio
+
+        assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+        client = river_asyncio.Client(client_db_url, workers=_workers(work), queues={"default": FAST},
+                                      leader_election=False)
+        sub = client.subscribe([EventKind.JOB_COMPLETED])
+        async with client:
+            results = await client.insert_many([Task(f"u{i}") for i in range(5)])
+            await _events_for_all(sub, [r.job.id for r in results])
+
+    anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+
+
 # ---------------------------------------------------------------- async-only APIs
 
 
