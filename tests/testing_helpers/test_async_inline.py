@@ -3,6 +3,7 @@ job at once, in memory or in the database."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import anyio
@@ -154,3 +155,25 @@ def test_transaction_mode(drv: AsyncDriver, client_db_url: str) -> None:
             await require_not_inserted(inline.client, Task)
 
     drv.run(main)
+
+
+# ---------------------------------------------------------------- under anyio's pytest plugin
+
+
+@pytest.fixture(params=["trio", "asyncio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """anyio's plugin runs each ``@pytest.mark.anyio`` test below on this backend."""
+    return str(request.param)
+
+
+@pytest.mark.anyio
+async def test_helpers_run_as_anyio_plugin_tests(anyio_backend: str, client_db_url: str) -> None:
+    # The README's way for asyncio (and trio) users: async tests under @pytest.mark.anyio.
+    testing = importlib.import_module(f"river_{anyio_backend}.testing")
+    log: list[str] = []
+    async with testing.InlineClient(_workers(log), client_db_url) as inline:
+        done = await inline.insert(Task("plugin"))
+        assert done.job.state is JobState.COMPLETED
+        assert anyio_backend == type(inline.client).ANYIO_BACKEND
+        assert (await require_inserted(inline.client, Task, args={"name": "plugin"})).id == done.job.id
+    assert log == ["plugin"]
