@@ -11,7 +11,8 @@ backend gets the fastest primitive it has:
   ``start_thread_soon`` and ``wait_task_rescheduled`` with an abort hook;
   asyncio: a small cache of worker threads and a future);
 - ``ParkingLot``: where idle job tasks wait for a run (``river_async.client._JobTasks``);
-- ``CancelScope``: the job tasks' scope class (trio's own under trio, no wrapper);
+- ``CancelScope`` and ``Event``: the classes the job tasks, machine runners and
+  subscriptions make on every wake-up (trio's own under trio, no AnyIO wrapper);
 - the exception types a caller's channel or a busy connection raise.
 
 ``current()`` picks the running loop's backend (sniffio); ``named(name)`` a given
@@ -21,18 +22,22 @@ so an asyncio process never loads trio.
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import anyio
+import anyio.lowlevel
 import sniffio
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 # A cached worker thread with nothing to do for this long exits.
 IDLE_THREAD_TIMEOUT = 10.0
@@ -49,8 +54,10 @@ class Backend:
     utcnow: Callable[[], datetime]
     loop_deadline: Callable[[datetime], float]
     run_interruptible: Callable[..., Any]
+    checkpoint_if_cancelled: Callable[[], Awaitable[None]]
     ParkingLot: Callable[[], Any]
     CancelScope: Callable[..., Any]
+    Event: Callable[[], Any]
     cancelled: type[BaseException]
     busy_error: type[Exception]
     would_block: tuple[type[BaseException], ...]
@@ -90,7 +97,7 @@ def loop_deadline(when: datetime) -> float:
 
 
 def _clock(current_time: Callable[[], float], base: Callable[[], tuple[datetime, float] | None],
-           keep: Callable[[tuple[datetime, float]], None]) -> tuple[Callable[[], datetime],
+           keep: Callable[[tuple[datetime, float]], object]) -> tuple[Callable[[], datetime],
                                                                     Callable[[datetime], float]]:
     """``utcnow`` and ``loop_deadline`` on a loop clock, with a (wall, loop) base pair per run."""
 
@@ -169,8 +176,10 @@ def _trio_backend() -> Backend:
         utcnow=now,
         loop_deadline=deadline,
         run_interruptible=run_interruptible,
+        checkpoint_if_cancelled=trio.lowlevel.checkpoint_if_cancelled,
         ParkingLot=trio.lowlevel.ParkingLot,
         CancelScope=trio.CancelScope,
+        Event=trio.Event,
         cancelled=trio.Cancelled,
         busy_error=BusyConnectionError,
         would_block=(anyio.WouldBlock, trio.WouldBlock),
@@ -209,7 +218,10 @@ class _ThreadCache:
                         self._idle.remove(inbox)
                         return
                 continue  # taken just now: its call is on the way
-            fn()
+            try:
+                fn()
+            except BaseException:  # e.g. the loop closed before the result could be handed back
+                log.exception("river: a worker thread's call failed")
             with self._lock:
                 self._idle.append(inbox)
 
@@ -292,9 +304,13 @@ def _asyncio_backend() -> Backend:
                 if blocking is not None:
                     cancelled = loop.create_future()
 
+                    def cancel_sent() -> None:
+                        if not cancelled.done():
+                            cancelled.set_result(None)
+
                     def cancel_body() -> None:
                         blocking()
-                        loop.call_soon_threadsafe(lambda: cancelled.done() or cancelled.set_result(None))
+                        loop.call_soon_threadsafe(cancel_sent)
 
                     threads.start_soon(cancel_body, "river-async-cancel")
                     await _uncancellable(cancelled)
@@ -322,8 +338,10 @@ def _asyncio_backend() -> Backend:
         utcnow=now,
         loop_deadline=deadline,
         run_interruptible=run_interruptible,
+        checkpoint_if_cancelled=anyio.lowlevel.checkpoint_if_cancelled,
         ParkingLot=_AsyncioParkingLot,
         CancelScope=anyio.CancelScope,
+        Event=anyio.Event,
         cancelled=asyncio.CancelledError,
         busy_error=anyio.BusyResourceError,
         would_block=(anyio.WouldBlock,),

@@ -642,8 +642,9 @@ class Client(ClientBase):
 
     def _start_jobs(self, queue: str, jobs: Sequence[Any]) -> None:
         clock = type(self)._clock
-        job_tasks = self._job_tasks
-        assert job_tasks is not None
+        job_tasks, backend = self._job_tasks, self._backend
+        assert job_tasks is not None and backend is not None
+        new_event = backend.Event
         hook = self.testing_claim_hook  # TESTING ONLY (river_db.client_base.ClaimHook)
         held: list[JobRun] = []
         for job in jobs:
@@ -651,7 +652,7 @@ class Client(ClientBase):
             run = JobRun(queue, plan, CancellationToken(), clock())
             self._runs.add(run)
             if self._runs_empty.is_set():
-                self._runs_empty = anyio.Event()
+                self._runs_empty = new_event()
             if plan.immediate is not None:
                 self._finish_run(run, plan.immediate, metadata={})
                 continue

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import anyio
 import anyio.lowlevel
 
+from river_async import _backend
 from river_db.events import Event, SubscriptionTimeoutError
 from river_protocol.client_core import EventKind, parse_event_kinds
 from river_protocol.errors import ValidationError
@@ -33,7 +35,7 @@ class Subscription:
         # path, and an unread subscription must be free to be dropped without closing.
         self._buffer: deque[Event] = deque()
         self._maxsize = maxsize
-        self._waiter: anyio.Event | None = None
+        self._waiter: Any = None  # the loop's Event while a get() waits
         self.dropped = 0
         self.closed = False
 
@@ -73,7 +75,7 @@ class Subscription:
                 except SubscriptionTimeoutError:
                     pass
                 if self._waiter is None:
-                    self._waiter = anyio.Event()
+                    self._waiter = _backend.current().Event()
                 await self._waiter.wait()
         raise SubscriptionTimeoutError(f"no event within {timeout} s")
 

@@ -24,7 +24,6 @@ from contextlib import asynccontextmanager, suppress
 from typing import Any, Protocol, TypeVar
 
 import anyio
-import anyio.lowlevel
 
 from river_async import _backend
 from river_db.executor import execute_step
@@ -157,8 +156,8 @@ class ThreadRunner:
     async def call(self, work: Callable[[_CallState], T]) -> T:
         """Run ``work(state)`` in a worker thread; cancellation interrupts it on the server
         and waits for it (see the module docstring)."""
-        await anyio.lowlevel.checkpoint_if_cancelled()
         backend = _backend.current()
+        await backend.checkpoint_if_cancelled()
         if self._busy:
             raise backend.busy_error("another task is already using this executor's connection")
         self._busy = True

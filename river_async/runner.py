@@ -34,6 +34,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
+from river_async import _backend
 from river_async._backend import loop_deadline, utcnow
 from river_async.database import AsyncDatabase
 from river_db.failures import intent_failed
@@ -69,7 +70,9 @@ class MachineRunner:
         self._readonly = readonly
         self._events: deque[Event] = deque()
         self._urgent: deque[Event] = deque()
-        self._wake = anyio.Event()
+        self._wake = anyio.Event()  # the loop's own Event class once run() starts
+        self._new_event: Callable[[], Any] = anyio.Event
+        self._new_scope: Callable[..., Any] = anyio.CancelScope
         self._finishing = False
         self.scope = anyio.CancelScope()
         self.done = anyio.Event()
@@ -98,6 +101,8 @@ class MachineRunner:
         # Ahead of anything posted before the start: a machine's first event is its Start.
         self._events.extendleft(reversed(initial))
         self.started = True
+        backend = _backend.current()
+        self._new_event, self._new_scope = backend.Event, backend.CancelScope
         task_status.started()
         try:
             with self.scope:
@@ -114,11 +119,11 @@ class MachineRunner:
             if self._finishing:
                 return None
             deadline = self.machine.next_deadline()
-            self._wake = anyio.Event()
+            self._wake = self._new_event()
             if deadline is None:
                 await self._wake.wait()
                 continue
-            with anyio.CancelScope(deadline=loop_deadline(deadline)):
+            with self._new_scope(deadline=loop_deadline(deadline)):
                 await self._wake.wait()
             if not self._events and not self._urgent and deadline <= utcnow():
                 return Tick()

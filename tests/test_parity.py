@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
+import river_asyncio
+import river_asyncio.testing
 import river_sync
 import river_sync.admin
 import river_sync.testing
-import river_asyncio
-import river_asyncio.testing
 import river_trio
 import river_trio.admin
 import river_trio.testing

@@ -85,4 +85,4 @@ def test_async_drivers_carry_a_version_and_their_event_loop(driver: Any) -> None
     import river_async
 
     assert driver.__version__ == river_async.__version__ and driver.__version__
-    assert driver.Client.ANYIO_BACKEND == driver.__name__.removeprefix("river_")
+    assert driver.__name__.removeprefix("river_") == driver.Client.ANYIO_BACKEND

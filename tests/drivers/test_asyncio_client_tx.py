@@ -3,8 +3,8 @@ transaction kind: psycopg ``AsyncConnection``, SQLAlchemy ``AsyncConnection`` an
 on psycopg and on asyncpg, asyncpg ``Connection`` (and a pool's).
 
 ``test_caller_tx_async.py`` checks the runners statement by statement; here the public client
-does the insert (``insert``, ``insert_many``, the admin API), the caller commits or rolls back,
-and a running client works only what committed. Under trio, ``river_trio.Client`` refuses the
+does the insert (``insert``, ``insert_many``, the admin API, through insert middleware too),
+the caller commits or rolls back, and a running client works only what committed. Under trio, ``river_trio.Client`` refuses the
 same connected objects with a ``ValidationError`` and leaves the caller's transaction usable.
 """
 
@@ -264,3 +264,35 @@ async def test_a_sqlite_client_refuses_a_postgres_transaction_and_sends_nothing(
         await caller.commit()
     assert stored(url) == [("right-database", "default", "available")]
 
+
+
+# ---------------------------------------------------------------- insert middleware
+
+
+async def test_insert_middleware_runs_around_an_insert_in_the_callers_transaction(url: str) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from river_otel import METADATA_KEY, OtelMiddleware
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    otel = OtelMiddleware(tracer_provider=provider)
+    client = river_asyncio.Client(url, workers=receipt_workers(), insert_middleware=[otel.insert_many_async])
+    try:
+        async with open_caller("sqlalchemy-session-asyncpg", url) as caller:
+            dropped = await client.insert(Receipt("dropped"), tx=await caller.begin())
+            await caller.rollback()
+            kept = await client.insert(Receipt("kept"), tx=await caller.begin())
+            await caller.commit()
+    finally:
+        await client.aclose()
+        provider.shutdown()
+    # Each insert had its producer span, and the metadata it added rode in the transaction.
+    assert [s.attributes["river.job.id"] for s in spans.get_finished_spans()] == [dropped.job.id, kept.job.id]
+    assert METADATA_KEY in kept.job.metadata
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT id, metadata ? %s FROM river_job", (METADATA_KEY,)).fetchall()
+    assert rows == [(kept.job.id, True)]

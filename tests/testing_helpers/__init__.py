@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import ClassVar
+from typing import Any, ClassVar
+
+import anyio
+import pytest
 
 from river_protocol.options import InsertOpts
 from tests.drivers.test_client_support import (  # the fixtures, re-exported for the test modules
@@ -48,3 +53,23 @@ __all__ = [
     "migrated_pg_fixture",
     "timedelta",
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncDriver:
+    """``river_trio`` or ``river_asyncio`` with its ``testing`` module and ``run(main)`` on its loop."""
+
+    name: str
+    package: Any
+    testing: Any
+
+    def run(self, main: Callable[[], Awaitable[Any]]) -> Any:
+        return anyio.run(main, backend=self.name)
+
+
+@pytest.fixture(params=["trio", "asyncio"], name="drv")
+def async_driver_fixture(request: pytest.FixtureRequest) -> AsyncDriver:
+    """One async driver; its helpers are river_async's, its Client and InlineClient its own."""
+    name: str = request.param
+    package = importlib.import_module(f"river_{name}")
+    return AsyncDriver(name, package, importlib.import_module(f"river_{name}.testing"))

@@ -13,6 +13,21 @@ from test_client_support import (  # type: ignore[import-not-found]  # noqa: F40
 )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``@pytest.mark.one_async_backend``: a slow test whose wait is River's timers, not the event
+    loop's, runs on sync and trio only (its asyncio run would repeat trio's: one implementation)."""
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        once = item.get_closest_marker("one_async_backend") is not None
+        on_asyncio = callspec is not None and callspec.params.get("h") == "asyncio"
+        (dropped if once and on_asyncio else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.fixture(params=DRIVERS, name="h")
 def driver_fixture(request: pytest.FixtureRequest) -> Iterator[Harness]:
     """The harness for one driver; it stops every client it made when the test ends."""

@@ -147,6 +147,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.one_async_backend  # seconds of leader TTL and rescue thresholds: protocol time, not loop
 def test_killed_leader_its_stuck_job_rescued_and_its_row_taken_over(h: Harness, client_db_url: str) -> None:
     root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": str(root)}

@@ -1,5 +1,5 @@
-"""river_trio.testing.work_with_client: insert, claim, work and record through a trio client, on
-Postgres and SQLite; and parity with a running trio client."""
+"""The async drivers' work_with_client (river_trio.testing, river_asyncio.testing): insert, claim,
+work and record through an async client, on Postgres and SQLite; and parity with a running client."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
 import psycopg
 import pytest
-import trio
 
 from river_db.sqlite import connect_sqlite
 from river_db.urls import sqlite_path
@@ -19,7 +19,6 @@ from river_protocol.intents import GetJob
 from river_protocol.job import JobRow
 from river_trio import (
     CancelCause,
-    Client,
     EventKind,
     InsertOpts,
     JobCancel,
@@ -32,8 +31,10 @@ from river_trio.testing import require_inserted, require_not_inserted, work_once
 from tests.testing_helpers import (  # noqa: F401  (fixtures)
     FAST,
     WAIT,
+    AsyncDriver,
     Other,
     Task,
+    async_driver_fixture,
     client_db_url_fixture,
     migrated_pg_fixture,
 )
@@ -56,7 +57,7 @@ def _open_tx(url: str) -> Any:
     return conn
 
 
-def test_claims_works_and_records_the_row(client_db_url: str) -> None:
+def test_claims_works_and_records_the_row(drv: AsyncDriver, client_db_url: str) -> None:
     seen: list[Any] = []
 
     async def work(ctx: WorkContext, args: Task) -> None:
@@ -65,7 +66,7 @@ def test_claims_works_and_records_the_row(client_db_url: str) -> None:
         ctx.record_output(args.name)
 
     async def main() -> None:
-        client = Client(client_db_url, workers=_workers(work))
+        client = drv.package.Client(client_db_url, workers=_workers(work))
         try:
             result = await work_with_client(client, Task("real"))
             assert seen == [(JobState.RUNNING, 1, client)]
@@ -82,15 +83,15 @@ def test_claims_works_and_records_the_row(client_db_url: str) -> None:
         finally:
             await client.aclose()
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_an_existing_row_is_retried_then_refused(client_db_url: str) -> None:
+def test_an_existing_row_is_retried_then_refused(drv: AsyncDriver, client_db_url: str) -> None:
     def fails(args: Task) -> None:  # a sync worker: runs in a thread
         raise ZeroDivisionError
 
     async def main() -> None:
-        client = Client(client_db_url, workers=_workers(fails))
+        client = drv.package.Client(client_db_url, workers=_workers(fails))
         try:
             inserted = (await client.insert(Task("x"), InsertOpts(max_attempts=2))).job
             first = await work_with_client(client, inserted, rand=0.5)
@@ -104,15 +105,15 @@ def test_an_existing_row_is_retried_then_refused(client_db_url: str) -> None:
         finally:
             await client.aclose()
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_everything_in_the_callers_transaction(client_db_url: str) -> None:
+def test_everything_in_the_callers_transaction(drv: AsyncDriver, client_db_url: str) -> None:
     async def work(ctx: WorkContext, args: Task) -> None:
         ctx.record_output("in tx")
 
     async def main() -> None:
-        client = Client(client_db_url, workers=_workers(work))
+        client = drv.package.Client(client_db_url, workers=_workers(work))
         try:
             conn = _open_tx(client_db_url)
             try:
@@ -126,15 +127,15 @@ def test_everything_in_the_callers_transaction(client_db_url: str) -> None:
         finally:
             await client.aclose()
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_cancel_causes_reach_the_database(client_db_url: str) -> None:
+def test_cancel_causes_reach_the_database(drv: AsyncDriver, client_db_url: str) -> None:
     async def sleeps(args: Task) -> None:
-        await trio.sleep(3600)
+        await anyio.sleep(3600)
 
     async def main() -> None:
-        client = Client(client_db_url, workers=_workers(sleeps))
+        client = drv.package.Client(client_db_url, workers=_workers(sleeps))
         try:
             stopped = await work_with_client(client, Task("s"), cancel=CancelCause.STOP)
             remote = await work_with_client(client, Task("r"), cancel=CancelCause.REMOTE_CANCEL)
@@ -146,7 +147,7 @@ def test_cancel_causes_reach_the_database(client_db_url: str) -> None:
         assert timed_out.job.state is JobState.RETRYABLE
         assert timed_out.job.errors[0].error == "context deadline exceeded"
 
-    trio.run(main)
+    drv.run(main)
 
 
 # ---------------------------------------------------------------- parity with a running client
@@ -187,12 +188,14 @@ def _shape(row: JobRow) -> dict[str, Any]:
     }
 
 
-async def _reference(url: str, fn: Any, opts: InsertOpts | None) -> tuple[EventKind, JobRow]:
-    client = Client(url, workers=_workers(fn), queues={"default": FAST}, leader_election=False)
+async def _reference(
+    drv: AsyncDriver, url: str, fn: Any, opts: InsertOpts | None
+) -> tuple[EventKind, JobRow]:
+    client = drv.package.Client(url, workers=_workers(fn), queues={"default": FAST}, leader_election=False)
     with client.subscribe() as sub:
         async with client:
             inserted = await client.insert(Task("p"), opts)
-            with trio.fail_after(WAIT):
+            with anyio.fail_after(WAIT):
                 async for event in sub:
                     if event.job is not None and event.job.id == inserted.job.id:
                         return event.kind, event.job
@@ -200,16 +203,16 @@ async def _reference(url: str, fn: Any, opts: InsertOpts | None) -> tuple[EventK
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_same_outcome_as_a_running_client(client_db_url: str, scenario: str) -> None:
+def test_same_outcome_as_a_running_client(drv: AsyncDriver, client_db_url: str, scenario: str) -> None:
     fn, opts = SCENARIOS[scenario]
 
     async def main() -> None:
-        kind, reference = await _reference(client_db_url, fn, opts)
+        kind, reference = await _reference(drv, client_db_url, fn, opts)
         offline = await work_once(_workers(fn), Task("p"), opts=opts)
         assert offline.event_kind is kind and _shape(offline.job) == _shape(reference)
         if offline.update.metadata_do_merge:
             assert json.loads(offline.update.metadata_updates).items() <= reference.metadata.items()
-        client = Client(client_db_url, workers=_workers(fn))
+        client = drv.package.Client(client_db_url, workers=_workers(fn))
         try:
             online = await work_with_client(client, Task("p"), opts)
         finally:
@@ -217,4 +220,4 @@ def test_same_outcome_as_a_running_client(client_db_url: str, scenario: str) -> 
         assert online.event_kind is kind and online.job.id != reference.id
         assert _shape(online.job) == _shape(reference)
 
-    trio.run(main)
+    drv.run(main)

@@ -1,10 +1,11 @@
-"""What only the trio client has, on real Postgres and SQLite: run() in a nursery, aclose(), async
-steps, cancel scopes (an outer cancel, virtual-time timeouts), exception groups, sync workers in
-threads, loop latency, a shared queue with river_sync, signals.
+"""What only the async clients have, on real Postgres and SQLite, on trio and asyncio (the ``run``
+fixture; the virtual-time tests run on trio's MockClock only): run() in a task group, aclose(),
+async steps, cancel scopes (an outer cancel, virtual-time timeouts), exception groups, sync workers
+in threads, loop latency, a shared queue with river_sync, signals.
 
 Behaviour both drivers share (insert, outcomes, stop, admin, leadership, periodic jobs, maintenance,
-resumable steps) is tested once for both in ``behaviour/``. Tests here are plain functions
-running ``trio.run``. Waits are bounded with ``trio.fail_after(WAIT)`` and end as soon as the
+resumable steps) is tested once for all in ``behaviour/``. Tests here are plain functions
+running ``run(main)``. Waits are bounded with ``anyio.fail_after(WAIT)`` and end as soon as the
 awaited event arrives; the job-timeout test runs in virtual time (``MockClock``) so its one-hour
 sleep costs nothing.
 """
@@ -16,7 +17,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import anyio
+import anyio.abc
+import anyio.to_thread
 import pytest
+import sniffio
 import trio
 import trio.testing
 from test_client_support import (  # type: ignore[import-not-found]
@@ -49,6 +54,8 @@ from river_trio import (
 )
 from river_trio.runner import trio_deadline, utcnow
 
+Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
+
 
 def _workers(fn: Any, args_type: type = Task, **kwargs: Any) -> Workers:
     workers = Workers()
@@ -59,15 +66,25 @@ def _workers(fn: Any, args_type: type = Task, **kwargs: Any) -> Workers:
 def _client(url: str, workers: Workers | None, **kwargs: Any) -> Client:
     kwargs.setdefault("queues", {"default": FAST})
     kwargs.setdefault("leader_election", False)
-    return Client(url, workers=workers, **kwargs)
+    return _driver_client()(url, workers=workers, **kwargs)
 
 
-def run(fn: Callable[[], Awaitable[Any]], **kwargs: Any) -> Any:
+def run_trio(fn: Callable[[], Awaitable[Any]], **kwargs: Any) -> Any:
+    """For the tests on trio's MockClock (the others take the ``run`` fixture: trio and asyncio)."""
     return trio.run(fn, **kwargs)
 
 
+def _driver_client() -> type[Client]:
+    """The running loop's Client class: river_trio's under trio, river_asyncio's under asyncio."""
+    if sniffio.current_async_library() == "trio":
+        return Client
+    import river_asyncio
+
+    return river_asyncio.Client  # type: ignore[return-value]
+
+
 async def _row(url: str, job_id: int) -> JobRow:
-    async with Client(url) as reader:
+    async with _driver_client()(url) as reader:
         return await reader.jobs.get(job_id)
     raise AssertionError("unreachable")  # Client.__aexit__ may swallow, as a nursery's does
 
@@ -76,7 +93,7 @@ async def _event_for(
     sub: river_trio.Subscription, job_id: int, kinds: tuple[EventKind, ...] | None = None,
     within: float = WAIT,
 ) -> Any:
-    with trio.fail_after(within):
+    with anyio.fail_after(within):
         async for event in sub:
             if event.job is not None and event.job.id == job_id and (kinds is None or event.kind in kinds):
                 return event
@@ -86,7 +103,7 @@ async def _event_for(
 async def _events_for_all(sub: river_trio.Subscription, job_ids: list[int], within: float = WAIT) -> None:
     """Events about every one of ``job_ids``, in whatever order they come."""
     missing = set(job_ids)
-    with trio.fail_after(within):
+    with anyio.fail_after(within):
         async for event in sub:
             if event.job is not None:
                 missing.discard(event.job.id)
@@ -102,15 +119,15 @@ def test_clock_maps_trio_time_to_wall_time() -> None:
     async def main() -> None:
         before = utcnow()
         assert abs((before - datetime.now(UTC)).total_seconds()) < 1
-        await trio.sleep(3600)  # virtual
+        await anyio.sleep(3600)  # virtual
         assert (utcnow() - before).total_seconds() == pytest.approx(3600)
         later = before + timedelta(seconds=10)
-        assert trio_deadline(later) == pytest.approx(trio.current_time() - 3600 + 10)
+        assert trio_deadline(later) == pytest.approx(anyio.current_time() - 3600 + 10)
 
-    run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    run_trio(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-def test_nursery_start_run_and_insert_many(client_db_url: str) -> None:
+def test_nursery_start_run_and_insert_many(run: Run, client_db_url: str) -> None:
     done: list[str] = []
 
     async def work(args: Any) -> None:
@@ -122,7 +139,7 @@ def test_nursery_start_run_and_insert_many(client_db_url: str) -> None:
     async def main() -> None:
         client = _client(client_db_url, workers)
         sub = client.subscribe([EventKind.JOB_COMPLETED])
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             await nursery.start(client.run)
             items = [Task("a"), InsertManyParams(Other(7), InsertOpts(priority=2))]
             results = await client.insert_many(items)
@@ -136,10 +153,10 @@ def test_nursery_start_run_and_insert_many(client_db_url: str) -> None:
     run(main)
 
 
-def test_insert_only_client_without_run_closes_with_aclose(client_db_url: str) -> None:
+def test_insert_only_client_without_run_closes_with_aclose(run: Run, client_db_url: str) -> None:
     async def main() -> None:
         # Without run(): the database opens at the first call, aclose() closes it.
-        bare = Client(client_db_url)
+        bare = _driver_client()(client_db_url)
         inserted = await bare.insert(Task("y"))
         assert (await bare.jobs.get(inserted.job.id)).args == {"name": "y"}
         await bare.aclose()
@@ -148,10 +165,44 @@ def test_insert_only_client_without_run_closes_with_aclose(client_db_url: str) -
     run(main)
 
 
+def test_a_client_bound_to_one_loop_refuses_to_run_under_the_other(client_db_url: str) -> None:
+    import river_asyncio
+
+    for bound, loop in ((river_trio.Client, "asyncio"), (river_asyncio.Client, "trio")):
+        async def main(bound: type[Any] = bound, loop: str = loop) -> None:
+            client = bound(client_db_url)
+            with pytest.raises(RiverError, match=f"runs under {bound.ANYIO_BACKEND}, not {loop}"):
+                await client.run()
+            assert client.state.value == "new"  # refused before anything started
+
+        anyio.run(main, backend=loop)
+
+
+def test_the_asyncio_client_on_uvloop_works_jobs_and_hears_notifications(client_db_url: str) -> None:
+    # uvloop's add_reader carries anyio.wait_readable, the Postgres listener's wait.
+    import river_asyncio
+
+    async def work(args: Task) -> None:
+        await anyio.sleep(0)
+
+    async def main() -> None:
+        import asyncio
+
+        assert type(asyncio.get_running_loop()).__module__.startswith("uvloop")
+        client = river_asyncio.Client(client_db_url, workers=_workers(work), queues={"default": FAST},
+                                      leader_election=False)
+        sub = client.subscribe([EventKind.JOB_COMPLETED])
+        async with client:
+            results = await client.insert_many([Task(f"u{i}") for i in range(5)])
+            await _events_for_all(sub, [r.job.id for r in results])
+
+    anyio.run(main, backend="asyncio", backend_options={"use_uvloop": True})
+
+
 # ---------------------------------------------------------------- async-only APIs
 
 
-def test_resumable_steps_in_an_async_worker(client_db_url: str) -> None:
+def test_resumable_steps_in_an_async_worker(run: Run, client_db_url: str) -> None:
     ran: list[str] = []
 
     async def work(ctx: WorkContext, args: Task) -> None:
@@ -190,11 +241,11 @@ def test_job_timeout_interrupts_async_worker_in_virtual_time(client_db_url: str,
     seen: dict[str, Any] = {}
 
     async def work(ctx: WorkContext, args: Task) -> None:
-        seen["start"] = trio.current_time()
+        seen["start"] = anyio.current_time()
         try:
-            await trio.sleep(3600)
+            await anyio.sleep(3600)
         except trio.Cancelled:
-            seen["cancelled_at"] = trio.current_time()
+            seen["cancelled_at"] = anyio.current_time()
             seen["cause"] = ctx.cancel_cause
             raise
 
@@ -214,10 +265,10 @@ def test_job_timeout_interrupts_async_worker_in_virtual_time(client_db_url: str,
         assert row.errors[0].error == "context deadline exceeded" and row.attempt == 1
         assert client.stats().timed_out == 1
 
-    run(main, clock=trio.testing.MockClock(autojump_threshold=0.02))
+    run_trio(main, clock=trio.testing.MockClock(autojump_threshold=0.02))
 
 
-def test_sync_worker_timeout_sets_its_token(client_db_url: str) -> None:
+def test_sync_worker_timeout_sets_its_token(run: Run, client_db_url: str) -> None:
     causes: list[CancelCause | None] = []
 
     def work(ctx: WorkContext, args: Task) -> None:
@@ -238,22 +289,22 @@ def test_sync_worker_timeout_sets_its_token(client_db_url: str) -> None:
     run(main)
 
 
-def test_outer_cancel_makes_a_hard_stop_without_using_an_attempt(client_db_url: str) -> None:
+def test_outer_cancel_makes_a_hard_stop_without_using_an_attempt(run: Run, client_db_url: str) -> None:
     """Cancelling run() from outside interrupts running jobs (stop_and_cancel and the soft stop
     timeout are in behaviour/test_work.py)."""
-    entered = trio.Event()
+    entered = anyio.Event()
 
     async def work(ctx: WorkContext, args: Task) -> None:
         entered.set()
-        await trio.sleep_forever()
+        await anyio.sleep_forever()
 
     async def main() -> None:
         client = _client(client_db_url, _workers(work))
         sub = client.subscribe([EventKind.JOB_INTERRUPTED])
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             await nursery.start(client.run)
             inserted = await client.insert(Task("x"))
-            with trio.fail_after(WAIT):
+            with anyio.fail_after(WAIT):
                 await entered.wait()
             nursery.cancel_scope.cancel()
         interrupted = sub.get_nowait().job
@@ -264,18 +315,18 @@ def test_outer_cancel_makes_a_hard_stop_without_using_an_attempt(client_db_url: 
     run(main)
 
 
-def test_one_job_task_works_jobs_in_turn_and_outlives_a_cancelled_run(client_db_url: str) -> None:
+def test_one_job_task_works_jobs_in_turn_and_outlives_a_cancelled_run(run: Run, client_db_url: str) -> None:
     """Job tasks are long-lived: at max_workers 1 every job runs in the same task, including after
     a run in it was cancelled (its cancel scope is spent, so the task goes on in a new one)."""
-    tasks: list[tuple[str, trio.lowlevel.Task]] = []
-    entered = trio.Event()
+    tasks: list[tuple[str, int]] = []
+    entered = anyio.Event()
 
     async def work(ctx: WorkContext, args: Task) -> None:
-        tasks.append((args.name, trio.lowlevel.current_task()))
+        tasks.append((args.name, anyio.get_current_task().id))
         if args.name == "hold":
             entered.set()
-            await trio.sleep_forever()
-        await trio.sleep(0)
+            await anyio.sleep_forever()
+        await anyio.sleep(0)
 
     one = QueueConfig(max_workers=1, fetch_cooldown=FAST.fetch_cooldown,
                       fetch_poll_interval=FAST.fetch_poll_interval)
@@ -285,7 +336,7 @@ def test_one_job_task_works_jobs_in_turn_and_outlives_a_cancelled_run(client_db_
         sub = client.subscribe()
         async with client:
             held = await client.insert(Task("hold"))
-            with trio.fail_after(WAIT):
+            with anyio.fail_after(WAIT):
                 await entered.wait()
             await client.jobs.cancel(held.job.id)
             cancelled = await _event_for(sub, held.job.id)
@@ -295,24 +346,24 @@ def test_one_job_task_works_jobs_in_turn_and_outlives_a_cancelled_run(client_db_
         assert cancelled.kind is EventKind.JOB_CANCELLED
         assert [row.state for row in rows] == [JobState.COMPLETED] * 5
         assert [name for name, _ in tasks] == ["hold"] + [f"after-{i}" for i in range(5)]
-        assert len({id(task) for _, task in tasks}) == 1
+        assert len({task for _, task in tasks}) == 1
 
     run(main)
 
 
-def test_jobs_that_wait_each_get_a_task_of_their_own(client_db_url: str) -> None:
+def test_jobs_that_wait_each_get_a_task_of_their_own(run: Run, client_db_url: str) -> None:
     """Job tasks wake one another in a chain; jobs that wait still all run at once: each of ten
     waits until all ten have started, which only ends if every one has its own task."""
     started: list[str] = []
     tasks: set[int] = set()
-    all_in = trio.Event()
+    all_in = anyio.Event()
 
     async def work(ctx: WorkContext, args: Task) -> None:
         started.append(args.name)
-        tasks.add(id(trio.lowlevel.current_task()))
+        tasks.add(anyio.get_current_task().id)
         if len(started) == 10:
             all_in.set()
-        with trio.fail_after(WAIT):
+        with anyio.fail_after(WAIT):
             await all_in.wait()
 
     async def main() -> None:
@@ -327,7 +378,7 @@ def test_jobs_that_wait_each_get_a_task_of_their_own(client_db_url: str) -> None
     run(main)
 
 
-def test_an_async_error_handler_runs_after_its_run_was_interrupted(client_db_url: str) -> None:
+def test_an_async_error_handler_runs_after_its_run_was_interrupted(run: Run, client_db_url: str) -> None:
     """A timed-out run's scope is cancelled; its async error handler still awaits normally, and
     the next job in that task is not interrupted."""
     handled: list[tuple[int, CancelCause | None]] = []
@@ -335,12 +386,12 @@ def test_an_async_error_handler_runs_after_its_run_was_interrupted(client_db_url
 
     async def work(ctx: WorkContext, args: Task) -> None:
         if args.name == "slow":
-            await trio.sleep(3600)
-        await trio.sleep(0)
+            await anyio.sleep(3600)
+        await anyio.sleep(0)
         finished.append(args.name)
 
     async def on_error(job: JobRow, error: BaseException) -> bool:
-        await trio.sleep(0)  # a checkpoint: would raise Cancelled inside the spent scope
+        await anyio.sleep(0)  # a checkpoint: would raise Cancelled inside the spent scope
         handled.append((job.id, getattr(error, "cause", None)))
         return False
 
@@ -367,7 +418,7 @@ class Boom(BaseException):
     """Not an Exception: a worker raising it is a crash, not a job failure."""
 
 
-def test_a_crash_propagates_as_an_exception_group(client_db_url: str) -> None:
+def test_a_crash_propagates_as_an_exception_group(run: Run, client_db_url: str) -> None:
     async def work(args: Task) -> None:
         raise Boom("worker crashed")
 
@@ -375,7 +426,7 @@ def test_a_crash_propagates_as_an_exception_group(client_db_url: str) -> None:
         with pytest.raises(BaseExceptionGroup) as info:
             async with _client(client_db_url, _workers(work)) as client:
                 await client.insert(Task("x"))
-                await trio.sleep_forever()
+                await anyio.sleep_forever()
         assert info.group_contains(Boom, depth=None) if hasattr(info, "group_contains") else True
         matched, _ = info.value.split(Boom)
         assert matched is not None
@@ -383,7 +434,7 @@ def test_a_crash_propagates_as_an_exception_group(client_db_url: str) -> None:
     run(main)
 
 
-def test_an_error_in_the_block_cancels_the_client(client_db_url: str) -> None:
+def test_an_error_in_the_block_cancels_the_client(run: Run, client_db_url: str) -> None:
     async def main() -> None:
         client = _client(client_db_url, _workers(lambda args: None))
         with pytest.raises(BaseExceptionGroup) as info:
@@ -422,28 +473,28 @@ def test_leadership_and_periodic_jobs_in_virtual_time(client_db_url: str) -> Non
                          queues={"default": QueueConfig(fetch_poll_interval=timedelta(seconds=2))},
                          maintenance=MaintenanceConfig(reindexer=False))
         async with client:
-            start = trio.current_time()
+            start = anyio.current_time()
             assert await client.wait_leader(True, 60)
-            with trio.fail_after(300):
+            with anyio.fail_after(300):
                 while not (await client.jobs.list(kinds=["task"])).jobs:
-                    await trio.sleep(1)
-            elapsed = trio.current_time() - start
+                    await anyio.sleep(1)
+            elapsed = anyio.current_time() - start
             (job_row,) = (await client.jobs.list(kinds=["task"])).jobs
         assert 55 <= elapsed <= 70 and job_row.args == {"name": "every minute"}
         assert job_row.metadata.get("river:periodic_job_id") == "minutely"
 
-    run(main, clock=trio.testing.MockClock(autojump_threshold=0.02))
+    run_trio(main, clock=trio.testing.MockClock(autojump_threshold=0.02))
 
 
 # ---------------------------------------------------------------- the loop stays responsive
 
 
-def test_other_tasks_keep_running_while_the_client_works_many_jobs(client_db_url: str) -> None:
+def test_other_tasks_keep_running_while_the_client_works_many_jobs(run: Run, client_db_url: str) -> None:
     """A task sleeping 5 ms at a time keeps waking while the client works 2,000 jobs: the client
     never holds the loop for the whole run. How late it wakes is a figure, not an assertion:
     ``python -m benchmarks trio`` prints it (loop responsiveness)."""
     total = 2000
-    done = trio.Event()
+    done = anyio.Event()
     count = 0
 
     async def work(args: Other) -> None:
@@ -457,18 +508,18 @@ def test_other_tasks_keep_running_while_the_client_works_many_jobs(client_db_url
 
         async def ticker() -> None:
             while True:
-                await trio.sleep(0.005)
+                await anyio.sleep(0.005)
                 seen.append(count)
 
-        async with Client(client_db_url) as inserter:
+        async with _driver_client()(client_db_url) as inserter:
             for start in range(0, total, 500):
                 await inserter.insert_many([Other(n) for n in range(start, start + 500)])
         queue = QueueConfig(max_workers=100, fetch_cooldown=timedelta(milliseconds=5),
                             fetch_poll_interval=timedelta(milliseconds=50))
         client = _client(client_db_url, _workers(work, Other), queues={"default": queue})
-        async with client, trio.open_nursery() as nursery:
+        async with client, anyio.create_task_group() as nursery:
             nursery.start_soon(ticker)
-            with trio.fail_after(60):
+            with anyio.fail_after(60):
                 await done.wait()
             nursery.cancel_scope.cancel()
         assert count == total
@@ -480,7 +531,7 @@ def test_other_tasks_keep_running_while_the_client_works_many_jobs(client_db_url
 # ---------------------------------------------------------------- mixed drivers
 
 
-def test_sync_and_trio_clients_share_a_queue(client_db_url: str) -> None:
+def test_sync_and_trio_clients_share_a_queue(run: Run, client_db_url: str) -> None:
     total = 200
     worked: list[tuple[str, int]] = []
 
@@ -488,7 +539,7 @@ def test_sync_and_trio_clients_share_a_queue(client_db_url: str) -> None:
         worked.append(("sync", args.n))
 
     async def trio_work(args: Other) -> None:
-        await trio.sleep(0.001)
+        await anyio.sleep(0.001)
         worked.append(("trio", args.n))
 
     settings = _leader_settings()
@@ -496,21 +547,21 @@ def test_sync_and_trio_clients_share_a_queue(client_db_url: str) -> None:
                                     workers=_workers(sync_work, Other), client_id="sync-client", **settings)
 
     async def main() -> None:
-        client = Client(client_db_url, queues={"default": FAST}, workers=_workers(trio_work, Other),
+        client = _driver_client()(client_db_url, queues={"default": FAST}, workers=_workers(trio_work, Other),
                         client_id="trio-client", **settings)
         async with client:
-            await trio.to_thread.run_sync(sync_client.start)
+            await anyio.to_thread.run_sync(sync_client.start)
             try:
                 await client.insert_many([Other(n) for n in range(total)])
-                with trio.fail_after(WAIT * 2):
+                with anyio.fail_after(WAIT * 2):
                     while (await client.jobs.count_by_state())[JobState.COMPLETED] < total or not (
                         client.is_leader or sync_client.is_leader
                     ):
-                        await trio.sleep(0.02)
+                        await anyio.sleep(0.02)
                 assert client.is_leader != sync_client.is_leader
                 counts = await client.jobs.count_by_state()
             finally:
-                await trio.to_thread.run_sync(sync_client.stop)
+                await anyio.to_thread.run_sync(sync_client.stop)
         assert counts[JobState.COMPLETED] == total
         assert sorted(n for _, n in worked) == list(range(total))  # each job exactly once
         assert {who for who, _ in worked} == {"sync", "trio"}
@@ -521,27 +572,27 @@ def test_sync_and_trio_clients_share_a_queue(client_db_url: str) -> None:
 # ---------------------------------------------------------------- signals
 
 
-def test_run_until_signalled_soft_then_hard(client_db_url: str) -> None:
-    entered = trio.Event()
+def test_run_until_signalled_soft_then_hard(run: Run, client_db_url: str) -> None:
+    entered = anyio.Event()
 
     async def work(ctx: WorkContext, args: Task) -> None:
         entered.set()
-        await trio.sleep_forever()
+        await anyio.sleep_forever()
 
     async def main() -> None:
         client = _client(client_db_url, _workers(work))
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             results: list[str] = []
 
-            async def runner(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            async def runner(task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
                 results.append(await river_trio.run_until_signalled(client, task_status=task_status))
 
             await nursery.start(runner)
             inserted = await client.insert(Task("x"))
-            with trio.fail_after(WAIT):
+            with anyio.fail_after(WAIT):
                 await entered.wait()
             signal.raise_signal(signal.SIGINT)
-            await trio.testing.wait_all_tasks_blocked()
+            await anyio.wait_all_tasks_blocked()
             assert not client._stopped.is_set()
             signal.raise_signal(signal.SIGTERM)
         assert results == ["hard"]
@@ -551,9 +602,9 @@ def test_run_until_signalled_soft_then_hard(client_db_url: str) -> None:
     run(main)
 
 
-def test_job_row_reads_go_through_the_client(client_db_url: str) -> None:
+def test_job_row_reads_go_through_the_client(run: Run, client_db_url: str) -> None:
     async def main() -> None:
-        async with Client(client_db_url) as client:
+        async with _driver_client()(client_db_url) as client:
             inserted = await client.insert(Task("x"))
             row = await client.database.run(GetJob(inserted.job.id), readonly=True)
         assert row == inserted.job

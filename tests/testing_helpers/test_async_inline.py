@@ -1,15 +1,16 @@
-"""river_trio.testing inline mode: await insert runs the job at once, in memory or in the database."""
+"""The async drivers' inline mode (river_trio.testing, river_asyncio.testing): await insert runs the
+job at once, in memory or in the database."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
+import anyio
 import pytest
-import trio
 
 from river_protocol.errors import ValidationError
 from river_trio import (
-    Client,
     InsertManyParams,
     InsertOpts,
     JobSnooze,
@@ -18,10 +19,12 @@ from river_trio import (
     WorkContext,
     Workers,
 )
-from river_trio.testing import InlineClient, inline_client, require_inserted, require_not_inserted
+from river_trio.testing import require_inserted, require_not_inserted
 from tests.testing_helpers import (  # noqa: F401  (fixtures)
+    AsyncDriver,
     Other,
     Task,
+    async_driver_fixture,
     client_db_url_fixture,
     migrated_pg_fixture,
     timedelta,
@@ -33,7 +36,7 @@ def _workers(log: list[str]) -> Workers:
 
     @workers.job(Task)
     async def work(ctx: WorkContext, args: Task) -> None:
-        await trio.sleep(0)
+        await anyio.sleep(0)
         log.append(args.name)
         if args.name == "fail":
             raise RuntimeError("failed inline")
@@ -44,11 +47,11 @@ def _workers(log: list[str]) -> Workers:
     return workers
 
 
-def test_in_memory() -> None:
+def test_in_memory(drv: AsyncDriver) -> None:
     log: list[str] = []
 
     async def main() -> None:
-        inline = InlineClient(_workers(log))
+        inline = drv.testing.InlineClient(_workers(log))
         first = await inline.insert(Task("a"))
         assert first.job.id == 1 and first.job.state is JobState.COMPLETED
         assert first.work is not None and first.work.output == "A" and not first.unique_skipped_as_duplicate
@@ -66,17 +69,17 @@ def test_in_memory() -> None:
         with pytest.raises(ValidationError, match="tx= needs a database"):
             await inline.insert(Task(), tx=object())
 
-    trio.run(main)
+    drv.run(main)
     assert log == ["a", "fail", "snooze", "b"]
     with pytest.raises(ValidationError, match="needs a Workers bundle"):
-        InlineClient(lambda a: None)  # type: ignore[arg-type]
+        drv.testing.InlineClient(lambda a: None)  # type: ignore[arg-type]
 
 
-def test_with_a_database(client_db_url: str) -> None:
+def test_with_a_database(drv: AsyncDriver, client_db_url: str) -> None:
     log: list[str] = []
 
     async def main() -> None:
-        async with InlineClient(_workers(log), client_db_url) as inline:
+        async with drv.testing.InlineClient(_workers(log), client_db_url) as inline:
             done = await inline.insert(Task("x"))
             failed = await inline.insert(Task("fail"))
             assert inline.client is not None
@@ -89,32 +92,32 @@ def test_with_a_database(client_db_url: str) -> None:
             with pytest.raises(ValidationError, match="records jobs in its database"):
                 inline.jobs()
 
-    trio.run(main)
+    drv.run(main)
     assert log == ["x", "fail"]
 
 
-def test_unique_duplicates_are_not_run(client_db_url: str) -> None:
+def test_unique_duplicates_are_not_run(drv: AsyncDriver, client_db_url: str) -> None:
     log: list[str] = []
     unique = InsertOpts(unique_opts=UniqueOpts(by_args=True))
 
     async def main() -> None:
-        async with InlineClient(_workers(log), client_db_url) as inline:
+        async with drv.testing.InlineClient(_workers(log), client_db_url) as inline:
             first = await inline.insert(Task("u"), unique)
             second = await inline.insert(Task("u"), unique)
         assert second.unique_skipped_as_duplicate and second.work is None
         assert second.job.id == first.job.id
 
-    trio.run(main)
+    drv.run(main)
     assert log == ["u"]
 
 
-def test_inline_client_borrows_a_client(client_db_url: str) -> None:
+def test_inline_client_borrows_a_client(drv: AsyncDriver, client_db_url: str) -> None:
     log: list[str] = []
 
     async def main() -> None:
-        client = Client(client_db_url, workers=_workers(log), max_attempts=1)
+        client = drv.package.Client(client_db_url, workers=_workers(log), max_attempts=1)
         try:
-            inline = inline_client(client)
+            inline = drv.testing.inline_client(client)
             result = await inline.insert(Task("fail"))
             await inline.aclose()  # the borrowed client stays usable
             assert result.job.state is JobState.DISCARDED
@@ -122,12 +125,12 @@ def test_inline_client_borrows_a_client(client_db_url: str) -> None:
         finally:
             await client.aclose()
 
-    trio.run(main)
-    with pytest.raises(ValidationError, match=r"needs a river_trio\.Client"):
-        inline_client(object())  # type: ignore[arg-type]
+    drv.run(main)
+    with pytest.raises(ValidationError, match=rf"needs a river_{drv.name}\.Client"):
+        drv.testing.inline_client(object())  # type: ignore[arg-type]
 
 
-def test_transaction_mode(client_db_url: str) -> None:
+def test_transaction_mode(drv: AsyncDriver, client_db_url: str) -> None:
     import psycopg
 
     from river_db.sqlite import connect_sqlite
@@ -141,7 +144,7 @@ def test_transaction_mode(client_db_url: str) -> None:
         conn.execute("BEGIN")
 
     async def main() -> None:
-        async with InlineClient(_workers([]), client_db_url) as inline:
+        async with drv.testing.InlineClient(_workers([]), client_db_url) as inline:
             try:
                 result = await inline.insert(Task("t"), tx=conn)
                 assert result.job.state is JobState.COMPLETED
@@ -151,4 +154,26 @@ def test_transaction_mode(client_db_url: str) -> None:
             assert inline.client is not None
             await require_not_inserted(inline.client, Task)
 
-    trio.run(main)
+    drv.run(main)
+
+
+# ---------------------------------------------------------------- under anyio's pytest plugin
+
+
+@pytest.fixture(params=["trio", "asyncio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """anyio's plugin runs each ``@pytest.mark.anyio`` test below on this backend."""
+    return str(request.param)
+
+
+@pytest.mark.anyio
+async def test_helpers_run_as_anyio_plugin_tests(anyio_backend: str, client_db_url: str) -> None:
+    # The README's way for asyncio (and trio) users: async tests under @pytest.mark.anyio.
+    testing = importlib.import_module(f"river_{anyio_backend}.testing")
+    log: list[str] = []
+    async with testing.InlineClient(_workers(log), client_db_url) as inline:
+        done = await inline.insert(Task("plugin"))
+        assert done.job.state is JobState.COMPLETED
+        assert anyio_backend == type(inline.client).ANYIO_BACKEND
+        assert (await require_inserted(inline.client, Task, args={"name": "plugin"})).id == done.job.id
+    assert log == ["plugin"]

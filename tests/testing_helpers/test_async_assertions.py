@@ -1,4 +1,5 @@
-"""river_trio.testing's require_inserted / require_many_inserted / require_not_inserted on both DBs."""
+"""The async drivers' require_inserted / require_many_inserted / require_not_inserted
+(river_trio.testing and river_asyncio.testing, one implementation) on both databases."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import trio
 
 from river_db.sqlite import connect_sqlite
 from river_db.urls import sqlite_path
@@ -24,17 +24,19 @@ from river_trio.testing import (
     require_not_inserted,
 )
 from tests.testing_helpers import (  # noqa: F401  (fixtures)
+    AsyncDriver,
     Other,
     Task,
     Urgent,
+    async_driver_fixture,
     client_db_url_fixture,
     migrated_pg_fixture,
 )
 
 
 @asynccontextmanager
-async def insert_only(url: str, **kwargs: Any) -> AsyncIterator[Client]:
-    client = Client(url, **kwargs)
+async def insert_only(drv: AsyncDriver, url: str, **kwargs: Any) -> AsyncIterator[Client]:
+    client = drv.package.Client(url, **kwargs)
     try:
         yield client
     finally:
@@ -50,11 +52,11 @@ def _open_tx(url: str) -> Any:
     return conn
 
 
-def test_found_through_client_database_and_url(client_db_url: str) -> None:
+def test_found_through_client_database_and_url(drv: AsyncDriver, client_db_url: str) -> None:
     when = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
     async def main() -> None:
-        async with insert_only(client_db_url) as client:
+        async with insert_only(drv, client_db_url) as client:
             inserted = await client.insert(Urgent("go"), InsertOpts(scheduled_at=when))
             await client.insert(Task("other kind"))
             job = await require_inserted(
@@ -68,22 +70,22 @@ def test_found_through_client_database_and_url(client_db_url: str) -> None:
         by_kind = await require_inserted(client_db_url, "urgent")
         assert by_kind.decoded_args == {"what": "go"}
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_a_new_client_opens_its_database_to_check(client_db_url: str) -> None:
+def test_a_new_client_opens_its_database_to_check(drv: AsyncDriver, client_db_url: str) -> None:
     async def main() -> None:
-        async with insert_only(client_db_url) as writer:
+        async with insert_only(drv, client_db_url) as writer:
             await writer.insert(Task("t"))
-        async with insert_only(client_db_url) as fresh:  # never used before: database not open
+        async with insert_only(drv, client_db_url) as fresh:  # never used before: database not open
             assert (await require_inserted(fresh, Task)).decoded_args == Task("t")
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_failure_messages_match_river_sync(client_db_url: str) -> None:
+def test_failure_messages_match_river_sync(drv: AsyncDriver, client_db_url: str) -> None:
     async def main() -> None:
-        async with insert_only(client_db_url) as client:
+        async with insert_only(drv, client_db_url) as client:
             with pytest.raises(AssertionError, match="no job of kind 'task' was found"):
                 await require_inserted(client, Task)
             await client.insert_many([Task("b"), Task("b")])
@@ -96,12 +98,12 @@ def test_failure_messages_match_river_sync(client_db_url: str) -> None:
         assert "none of the 2 job(s) of that kind matches" in message
         assert "queue 'default' is not 'q9'" in message and 'do not contain {"name":"y"}' in message
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_not_inserted(client_db_url: str) -> None:
+def test_not_inserted(drv: AsyncDriver, client_db_url: str) -> None:
     async def main() -> None:
-        async with insert_only(client_db_url) as client:
+        async with insert_only(drv, client_db_url) as client:
             await require_not_inserted(client, Task)
             await client.insert(Task("x"), InsertOpts(queue="q1"))
             await require_not_inserted(client, Other)
@@ -110,12 +112,12 @@ def test_not_inserted(client_db_url: str) -> None:
             with pytest.raises(AssertionError, match=r"expected no job 'task', but 1 were inserted:\n  id=1"):
                 await require_not_inserted(client, Task)
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_many_in_order(client_db_url: str) -> None:
+def test_many_in_order(drv: AsyncDriver, client_db_url: str) -> None:
     async def main() -> None:
-        async with insert_only(client_db_url) as client:
+        async with insert_only(drv, client_db_url) as client:
             third = InsertManyParams(Task("3"), InsertOpts(priority=4))
             await client.insert_many([Task("1"), Other(2), third])
             await client.insert(Urgent())
@@ -130,12 +132,14 @@ def test_many_in_order(client_db_url: str) -> None:
         with pytest.raises(ValidationError, match="at least one"):
             await require_many_inserted(client_db_url, [])
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_uncommitted_jobs_are_visible_only_through_their_transaction(client_db_url: str) -> None:
+def test_uncommitted_jobs_are_visible_only_through_their_transaction(
+    drv: AsyncDriver, client_db_url: str
+) -> None:
     async def main() -> None:
-        async with insert_only(client_db_url) as client:
+        async with insert_only(drv, client_db_url) as client:
             conn = _open_tx(client_db_url)
             try:
                 await client.insert(Task("tx"), tx=conn)
@@ -149,23 +153,25 @@ def test_uncommitted_jobs_are_visible_only_through_their_transaction(client_db_u
                 conn.close()
             await require_not_inserted(client, Task)
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_river_trio_transaction(client_db_url: str) -> None:
+def test_river_trio_transaction(drv: AsyncDriver, client_db_url: str) -> None:
     async def main() -> None:
-        async with insert_only(client_db_url) as client:
+        async with insert_only(drv, client_db_url) as client:
             async with transaction(client) as tx:
                 await client.insert(Other(5), tx=tx)
                 assert (await require_inserted(tx, Other)).decoded_args == Other(5)
             assert (await require_inserted(client, Other)).decoded_args == Other(5)
 
-    trio.run(main)
+    drv.run(main)
 
 
-def test_autocommit_connections_are_read_directly(client_db_url: str, tmp_path: Path) -> None:
+def test_autocommit_connections_are_read_directly(
+    drv: AsyncDriver, client_db_url: str, tmp_path: Path
+) -> None:
     async def main() -> None:
-        async with insert_only(client_db_url) as client:
+        async with insert_only(drv, client_db_url) as client:
             await client.insert(Other(3))
         conn: Any
         if client_db_url.startswith("postgres"):
@@ -181,4 +187,4 @@ def test_autocommit_connections_are_read_directly(client_db_url: str, tmp_path: 
         if not client_db_url.startswith("postgres"):
             assert (await require_inserted(Path(sqlite_path(client_db_url)), "other")).id == 1
 
-    trio.run(main)
+    drv.run(main)
