@@ -104,6 +104,7 @@ def _counting_worker(h: Harness, runs: dict[str, int]) -> Any:
     return h.workers(work, Task)
 
 
+@pytest.mark.one_async_backend  # its wait is the completer's retry timers
 @pytest.mark.parametrize("code", ["40001", "26000"])  # serialization failure; prepared statement lost
 def test_a_transient_completion_failure_is_retried_until_recorded(
     h: Harness, fault: Fault, code: str, caplog: pytest.LogCaptureFixture
@@ -123,6 +124,7 @@ def test_a_transient_completion_failure_is_retried_until_recorded(
     _assert_recorded_once(fault, job_id, runs, "once", caplog)
 
 
+@pytest.mark.one_async_backend  # its wait is the completer's retry timers
 def test_a_stopping_client_keeps_retrying_its_last_completions(
     h: Harness, fault: Fault, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -166,6 +168,7 @@ def test_a_refused_update_does_not_hold_back_its_batch(
     assert all(row(fault.url, i).state is JobState.COMPLETED for i in ids if i != poison)
 
 
+@pytest.mark.one_async_backend  # its wait is the completer's retry timers
 def test_completions_survive_an_outage_during_stop(h: Harness, fault: Fault,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     """The connection is lost, not refused by a statement: the proxy drops every connection and
