@@ -49,6 +49,12 @@ class Dialect:
             cls._planners = table
         return cls.__dict__["_planners"]  # type: ignore[no-any-return]
 
+    def needs_transaction(self, intent: Intent) -> bool:
+        """Whether ``intent``'s plan must run between BEGIN and COMMIT (outside a caller's
+        transaction). A dialect whose plan for an intent is one statement can say no: that
+        statement is a transaction of its own, two round trips fewer."""
+        return intent.transactional
+
     def plan(self, intent: Intent) -> Plan[Any]:
         planner = self.planners().get(type(intent))
         if planner is None:

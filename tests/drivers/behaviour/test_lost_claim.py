@@ -98,10 +98,11 @@ def test_claim_lost_after_commit_is_reconciled(
 # ---------------------------------------------------------------- a real cut connection, Postgres
 
 
-# psycopg sends the claim's UPDATE, then COMMIT as its own query; the server's reply to
-# that is CommandComplete("COMMIT"): type byte, int32 length (4 + 7), tag, NUL.
+# On Postgres the claim is one statement, its own transaction: the server commits it before
+# it reports itself ready again, ReadyForQuery("I", idle): type byte, int32 length 5, status.
+# (Were the claim wrapped in BEGIN/COMMIT, the first idle ReadyForQuery would follow COMMIT.)
 _CLAIM_MARK = b"attempted_by = array_append("
-_COMMIT_DONE = b"C\x00\x00\x00\x0bCOMMIT\x00"
+_COMMIT_DONE = b"Z\x00\x00\x00\x05I"
 
 
 class _CuttingProxy:
