@@ -240,6 +240,6 @@ class AsyncExecutor:
 
     async def run(self, intent: Intent) -> Any:
         plan = self.dialect.plan(intent)
-        if intent.transactional and not self._in_tx:
+        if not self._in_tx and self.dialect.needs_transaction(intent):
             return await self.runner.run_plan(plan, begin=self.dialect.begin_sql)
         return await self.runner.run_plan(plan)

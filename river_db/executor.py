@@ -122,7 +122,7 @@ class Executor:
         self.execute(Statement("COMMIT", fetch=False))
 
     def run(self, intent: Intent) -> Any:
-        if intent.transactional and not self._in_tx:
+        if not self._in_tx and self.dialect.needs_transaction(intent):
             with self.transaction():
                 return drive(self.dialect.plan(intent), self.execute)
         return drive(self.dialect.plan(intent), self.execute)

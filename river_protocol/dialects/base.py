@@ -49,6 +49,11 @@ class Dialect:
             cls._planners = table
         return cls.__dict__["_planners"]  # type: ignore[no-any-return]
 
+    def needs_transaction(self, intent: Intent) -> bool:
+        """Whether the executors wrap ``intent``'s plan in BEGIN..COMMIT (outside a caller's
+        transaction): as the intent says, unless this dialect plans it as one statement."""
+        return intent.transactional
+
     def plan(self, intent: Intent) -> Plan[Any]:
         planner = self.planners().get(type(intent))
         if planner is None:

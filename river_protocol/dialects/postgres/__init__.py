@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from river_protocol.dialects.base import Dialect
 from river_protocol.dialects.common import validate_schema
+from river_protocol.intents import Intent, SetStateIfRunning
+
+# Intents marked transactional (other dialects plan them as several statements) that Postgres
+# plans as one statement, atomic on its own in autocommit: BEGIN and COMMIT around it would only
+# cost two round trips. The completer sends one such batch per flush.
+_ONE_STATEMENT: frozenset[type[Intent]] = frozenset({SetStateIfRunning})
 
 
 class PostgresDialect(Dialect):
@@ -30,3 +36,6 @@ class PostgresDialect(Dialect):
         super().__init__(validate_schema(schema) if schema else None)
         # Tables are qualified only when a schema is configured; otherwise search_path decides.
         self.prefix = f'"{self.schema}".' if self.schema else ""
+
+    def needs_transaction(self, intent: Intent) -> bool:
+        return intent.transactional and type(intent) not in _ONE_STATEMENT
