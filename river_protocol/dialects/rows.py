@@ -19,7 +19,7 @@ from typing import Any
 from river_protocol.errors import ValidationError
 from river_protocol.golang.gotime import format_sqlite_time, parse_time
 from river_protocol.intents import LeaderRow, NotificationRow, QueueRow
-from river_protocol.job import AttemptError, JobRow, stored_job_row
+from river_protocol.job import AttemptError, JobRow, _JobRowDraft, stored_job_row
 from river_protocol.states import JobState
 
 # ---------------------------------------------------------------- binder
@@ -214,10 +214,72 @@ def _unique_states(value: Any) -> int | None:
 def job_row_from_pg(row: Sequence[Any]) -> JobRow:
     """A row selected with ``pg_job_columns()``."""
     try:
+        if len(row) == JOB_COLUMN_COUNT:
+            job = _common_pg_row(*row)
+            if job is not None:
+                return job
         errors = row[13]
         return _job_row(row, errors=_errors(errors) if errors is not None else ())
     except _UNREADABLE:
         return _lenient_job_row(row, _pg_error_elements)
+
+
+def _common_pg_row(
+    job_id: Any, kind: Any, args: Any, state: Any, queue: Any, priority: Any, attempt: Any,
+    max_attempts: Any, attempted_at: Any, attempted_by: Any, created_at: Any, finalized_at: Any,
+    scheduled_at: Any, errors: Any, metadata: Any, tags: Any, unique_key: Any, unique_states: Any,
+) -> JobRow | None:
+    """The row every claim and completion of a plain job returns, built with no conversion; None
+    for any other shape, which ``_job_row`` (and after it the lenient reader) reads instead.
+
+    psycopg's binary results hand back exact ints, strs and str lists, and aware datetimes on
+    the one shared UTC (``with_utc_session``): each column is only checked for that type.
+    """
+    if not (
+        errors is None and metadata == "{}" and unique_key is None and unique_states is None
+        and job_id.__class__ is int and kind.__class__ is str and queue.__class__ is str
+        and args.__class__ is str and args[:1] == "{"
+        and priority.__class__ is int and attempt.__class__ is int and max_attempts.__class__ is int
+        and (attempted_at is None or (attempted_at.__class__ is datetime and attempted_at.tzinfo is UTC))
+        and (created_at is None or (created_at.__class__ is datetime and created_at.tzinfo is UTC))
+        and (finalized_at is None or (finalized_at.__class__ is datetime and finalized_at.tzinfo is UTC))
+        and (scheduled_at is None or (scheduled_at.__class__ is datetime and scheduled_at.tzinfo is UTC))
+        and attempted_by.__class__ is list and (tags is None or tags.__class__ is list)
+    ):
+        return None
+    for s in attempted_by:
+        if s.__class__ is not str:
+            return None
+    if tags:
+        for s in tags:
+            if s.__class__ is not str:
+                return None
+    job_state = _STATES.get(state)
+    if job_state is None:
+        return None
+    row: Any = _JobRowDraft()
+    row.id = job_id
+    row.kind = kind
+    row.encoded_args = args.encode()
+    row.state = job_state
+    row.queue = queue
+    row.priority = priority
+    row.attempt = attempt
+    row.max_attempts = max_attempts
+    row.attempted_at = attempted_at
+    row.attempted_by = tuple(attempted_by)
+    row.created_at = created_at
+    row.finalized_at = finalized_at
+    row.scheduled_at = scheduled_at
+    row.errors = ()
+    row.metadata = {}
+    row.tags = tuple(tags) if tags else ()
+    row.unique_key = None
+    row.unique_states = None
+    row.undecodable = None
+    row.__class__ = JobRow
+    result: JobRow = row
+    return result
 
 
 def job_row_from_sqlite(row: Sequence[Any]) -> JobRow:

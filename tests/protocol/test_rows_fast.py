@@ -121,3 +121,105 @@ def test_stored_job_row_is_a_frozen_job_row_equal_to_the_constructed_one() -> No
         built.id = 2  # type: ignore[misc]
     names = tuple(f.name for f in dataclasses.fields(JobRow))
     assert stored_job_row.__code__.co_varnames[: len(values)] == names
+
+
+# ---------------------------------------------------------------- the common-row tier
+#
+# ``_common_pg_row`` takes the exact row psycopg's binary results give for a plain job and
+# declines (None) anything else; whatever it builds must be what the lenient reader, which
+# accepts every row, reads from the same values.
+
+
+def _lenient(row: tuple[Any, ...]) -> Any:
+    try:
+        return rows._lenient_job_row(row, rows._pg_error_elements)
+    except ValidationError:
+        return "refused"
+
+
+class _Str(str):
+    pass
+
+
+class _Int(int):
+    pass
+
+
+def _near(common: Any, *others: Any) -> Any:
+    """Mostly the common value, sometimes a near miss the tier must decline or read the same."""
+    return st.one_of(st.just(common), *(st.just(o) for o in others)) if others else st.just(common)
+
+
+aware_times = st.one_of(
+    st.none(),
+    st.datetimes(timezones=st.just(UTC)),
+    st.datetimes(timezones=st.just(timezone(timedelta(hours=2)))),
+    st.datetimes(),
+    st.just("2031-03-04 12:00:05.123"),
+)
+psycopg_string_lists = st.one_of(
+    st.lists(st.text(max_size=4), max_size=3), st.none(), st.just([1]), st.just([_Str("s")]),
+    st.just(("a",)), st.just('["a"]'),
+)
+
+
+@st.composite
+def common_rows(draw: st.DrawFn) -> tuple[Any, ...]:
+    return (
+        draw(st.one_of(st.integers(min_value=1, max_value=2**62), st.just(True), st.just(_Int(3)),
+                       st.just("12"))),
+        draw(_near("k", _Str("k"), 5)),
+        draw(st.one_of(st.sampled_from(['{"n":1}', "{}", '{"é":"ü"}', "[]", "", '"x"', " {}"]),
+                       st.just(b'{"a":2}'), st.just(_Str("{}")))),
+        draw(st.sampled_from(["running", "completed", "available", "bogus", JobState.RETRYABLE])),
+        draw(_near("default", _Str("q"), None)),
+        draw(st.one_of(st.integers(min_value=1, max_value=4), st.just(False), st.just(2.0))),
+        draw(st.one_of(st.integers(min_value=0, max_value=30), st.just("2"))),
+        draw(st.one_of(st.integers(min_value=1, max_value=30), st.just(_Int(25)))),
+        draw(aware_times), draw(psycopg_string_lists), draw(aware_times), draw(aware_times),
+        draw(aware_times),
+        draw(st.sampled_from([None, [], ['{"at":"2031-03-04T12:00:05Z","attempt":1,"error":"e"}']])),
+        draw(st.sampled_from(["{}", '{"a":1}', None, b"{}", "[]", _Str("{}")])),
+        draw(psycopg_string_lists),
+        draw(st.sampled_from([None, b"", b"\x01"])),
+        draw(st.sampled_from([None, 0, 3])),
+    )
+
+
+@settings(max_examples=600)
+@given(common_rows())
+def test_common_row_tier_agrees_with_the_lenient_reader(row: tuple[Any, ...]) -> None:
+    fast = rows._common_pg_row(*row)
+    if fast is not None:
+        assert type(fast) is JobRow and fast.undecodable is None
+        assert fast == _lenient(row)
+        assert fast == rows._job_row(row, errors=())
+    try:
+        read: Any = rows.job_row_from_pg(row)
+    except ValidationError:
+        read = "refused"
+    assert read == _lenient(row)
+
+
+@settings(max_examples=300)
+@given(job_rows())
+def test_common_row_tier_declines_or_agrees_on_any_row(row: list[Any]) -> None:
+    fast = rows._common_pg_row(*row)
+    assert fast is None or fast == _lenient(tuple(row))
+
+
+def test_a_claimed_psycopg_row_takes_the_common_tier() -> None:
+    row = (7, "k", '{"a":1}', "running", "default", 1, 2, 25, T, ["c"], T, None, T, None, "{}", None,
+           None, None)
+    job = rows._common_pg_row(*row)
+    assert job is not None and job == rows._job_row(row, errors=())
+    assert job.tags == () and job.attempted_by == ("c",) and job.encoded_args == b'{"a":1}'
+    completed = rows._common_pg_row(*row[:3], "completed", *row[4:11], T, *row[12:])
+    assert completed is not None and completed.state is JobState.COMPLETED and completed.finalized_at is T
+
+
+def test_a_row_with_errors_or_a_unique_key_leaves_the_common_tier() -> None:
+    row = (7, "k", '{"a":1}', "running", "default", 1, 2, 25, T, ["c"], T, None, T, None, "{}", [],
+           b"\x01", 3)
+    assert rows._common_pg_row(*row) is None
+    assert rows.job_row_from_pg(row).unique_key == b"\x01"
