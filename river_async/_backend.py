@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,8 @@ from typing import Any, TypeVar
 import anyio
 import anyio.lowlevel
 import sniffio
+from sniffio import current_async_library_cvar as _sniffio_cvar
+from sniffio import thread_local as _sniffio_thread
 
 T = TypeVar("T")
 
@@ -83,7 +86,19 @@ def named(name: str) -> Backend:
 
 def current() -> Backend:
     """The running event loop's backend."""
-    return named(sniffio.current_async_library())
+    # sniffio's own answer, without its per-call asyncio import and task lookup: this runs
+    # more than once per job (utcnow), and that sniffing was most of an asyncio utcnow().
+    name = _sniffio_thread.name or _sniffio_cvar.get()
+    if name is None:
+        name = "asyncio" if _asyncio_loop() is not None else sniffio.current_async_library()
+    backend = _built.get(name)
+    return backend if backend is not None else named(name)
+
+
+def _asyncio_loop() -> Any:
+    """The running asyncio loop, or None (also when asyncio is not loaded)."""
+    aio = sys.modules.get("asyncio")
+    return None if aio is None else aio._get_running_loop()
 
 
 def utcnow() -> datetime:
@@ -110,7 +125,8 @@ def _clock(current_time: Callable[[], float], base: Callable[[], tuple[datetime,
 
     def now() -> datetime:
         wall, start = pair()
-        return wall + timedelta(seconds=current_time() - start)
+        # timedelta(days, seconds): the same value as seconds=, without the keyword parsing.
+        return wall + timedelta(0, current_time() - start)
 
     def deadline(when: datetime) -> float:
         wall, start = pair()
@@ -271,13 +287,37 @@ def _asyncio_backend() -> Backend:
     def loop_time() -> float:
         return asyncio.get_running_loop().time()
 
+    # The last loop's pair, before the weak dictionary: a WeakKeyDictionary lookup makes a
+    # weak reference each time, and utcnow() runs more than once per job.
+    last: list[Any] = [None, None]  # [weakref to the loop, its pair]
+
     def base() -> tuple[datetime, float] | None:
-        return bases.get(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        ref = last[0]
+        if ref is not None and ref() is loop:
+            return last[1]  # type: ignore[no-any-return]
+        found = bases.get(loop)
+        if found is not None:
+            last[:] = [weakref.ref(loop), found]
+        return found
 
     def keep(pair: tuple[datetime, float]) -> None:
-        bases[asyncio.get_running_loop()] = pair
+        loop = asyncio.get_running_loop()
+        bases[loop] = pair
+        last[:] = [weakref.ref(loop), pair]
 
-    now, deadline = _clock(loop_time, base, keep)
+    slow_now, deadline = _clock(loop_time, base, keep)
+    get_running_loop = asyncio.get_running_loop
+
+    def now() -> datetime:
+        # slow_now's value, with one loop lookup on the usual path (the last loop's pair).
+        loop = get_running_loop()
+        ref = last[0]
+        if ref is not None and ref() is loop:
+            wall, start = last[1]
+            return wall + timedelta(0, loop.time() - start)  # type: ignore[no-any-return]
+        return slow_now()
+
     threads = _ThreadCache()
 
     async def run_interruptible(work: Callable[[], T], interrupt: Interrupt) -> T:
