@@ -269,7 +269,7 @@ def connect_dedicated(conninfo: str, kwargs: dict[str, Any] | None = None) -> ps
     if "://" in conninfo:
         conninfo = parse_database_url(conninfo).conninfo
     given = {**conninfo_to_dict(conninfo), **(kwargs or {})}
-    params = {k: v for k, v in _DEDICATED_DEFAULTS.items() if k not in given}
+    params: dict[str, Any] = {k: v for k, v in _DEDICATED_DEFAULTS.items() if k not in given}
     # Its few statements (LISTEN, the ping) gain nothing from preparing, and behind a
     # transaction pooler a prepared ping would fail on the next server connection.
     params.setdefault("prepare_threshold", None)
