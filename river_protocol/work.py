@@ -164,6 +164,8 @@ def outcome_from_result(
     side effects), unless it returned an outcome request.
     """
     if error is None:
+        if result is None:  # what most workers return: a success, without the outcome checks
+            return _COMPLETED
         requested = _requested(result) if isinstance(result, (BaseException, WorkOutcome)) else None
         return requested if requested is not None else _COMPLETED
     requested = _requested(error)

@@ -524,15 +524,16 @@ class Client(ClientBase):
         plans = [self._core.plan_job(job) for job in jobs]
         started = utcnow()
         runs = [JobRun(queue, plan, CancellationToken(), started) for plan in plans]
+        add, watchdog, on_timeout = self._runs.add, self._watchdog, self._on_timeout  # once per chunk
         with self._lock:
             hard = self._hard_stop
             deadline_base = time.monotonic()
             for run in runs:
-                self._runs.add(run)
-                timeout = run.plan.timeout
-                if run.plan.immediate is None and timeout is not None and self._watchdog is not None:
-                    run.deadline_slot = self._watchdog.add(
-                        run, deadline_base + timeout.total_seconds(), self._on_timeout)
+                add(run)
+                plan = run.plan
+                timeout = plan.timeout
+                if plan.immediate is None and timeout is not None and watchdog is not None:
+                    run.deadline_slot = watchdog.add(run, deadline_base + timeout.total_seconds(), on_timeout)
         return runs, hard
 
     def _launch_runs(self, runs: Sequence[JobRun], hard: bool) -> None:

@@ -33,12 +33,24 @@ class Subscription:
 
     def _offer(self, event: Event) -> None:
         """Called with the hub's lock held: publishers never race past ``maxsize``."""
-        if self.closed or event.kind not in self.kinds:
+        self._offer_all((event,))
+
+    def _offer_all(self, events: Sequence[Event]) -> None:
+        """``_offer`` each of ``events`` in order (the hub's lock held), the checks made once."""
+        if self.closed:
             return
-        if self._queue.qsize() >= self._maxsize:
-            self.dropped += 1
-        else:
-            self._queue.put(event)
+        kinds, queue = self.kinds, self._queue
+        room = self._maxsize - queue.qsize()
+        for event in events:
+            if event.kind not in kinds:
+                continue
+            if room <= 0:  # full when last looked: look again, a reader may have made room
+                room = self._maxsize - queue.qsize()
+                if room <= 0:
+                    self.dropped += 1
+                    continue
+            queue.put(event)
+            room -= 1
 
     def get(self, timeout: float | None = None) -> Event:
         """The next event, waiting up to ``timeout`` seconds (None: for ever).
@@ -100,8 +112,7 @@ class EventHub:
         """Offer each of ``events``, in order, to every subscription (one lock for them all)."""
         with self._lock:  # offering never blocks
             for sub in self._subs:
-                for event in events:
-                    sub._offer(event)
+                sub._offer_all(events)
 
     def _remove(self, sub: Subscription) -> None:
         with self._lock:

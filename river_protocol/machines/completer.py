@@ -249,8 +249,25 @@ class Completer(Machine):
                 self._timers["flush"] = now
 
     def _on_submits(self, event: Submits, now: datetime) -> None:
+        # ``_on_submit`` for each, in order, with its per-request checks done once where one
+        # answer serves the whole run: pending only grows until a flush empties it, so the
+        # back-pressure flag after the run is what each step would have left; only a submit
+        # that finds the completer idle can start a flush or ask for one.
+        if not self._tick_started:
+            self._tick_started = True
+            self._timers["tick"] = now
+        pending = self._pending
+        idle = self._idle()
         for submit in event.submits:
-            self._on_submit(submit, now)
+            pending[submit.update.id] = submit
+            if idle:
+                if len(pending) >= COMPLETER_BACKLOG_SIGNAL:
+                    self._start_flush(now)
+                    pending = self._pending
+                    idle = self._idle()
+                elif self._flush_when_idle:
+                    self._timers["flush"] = now
+        self._update_backpressure()
 
     def _on_tick(self, event: Tick, now: datetime) -> None:
         if self._due("retry", now):
@@ -282,18 +299,22 @@ class Completer(Machine):
 
     def _on_done(self, event: IntentSucceeded, now: datetime) -> None:
         batch = self._take_current(event.intent)
-        rows = tuple(event.result or ())
-        seen: set[int] = set()
-        for row in rows:
-            if not isinstance(row, JobRow):
+        # The batch is settled by this answer: each row takes its request out, so what is left
+        # is missing, and a row whose request is gone was not in the batch or came twice.
+        requests = batch.requests
+        completions = self._completions
+        for row in event.result or ():
+            if row.__class__ is not JobRow and not isinstance(row, JobRow):
                 raise ProtocolError(f"set-state results must be JobRow values, got {type(row).__name__}")
-            request = batch.requests.get(row.id)
-            if request is None or row.id in seen:
+            request = requests.pop(row.id, None)
+            if request is None:
                 raise ProtocolError(f"set-state returned job {row.id}: not in the batch, or twice")
-            seen.add(row.id)
-            persisted = persisted_reason(request.update, request.reason, row)
-            self._completions.append(Completion(row, request.reason, request.context, persisted))
-        self._missing.extend(r for job_id, r in batch.requests.items() if job_id not in seen)
+            reason = request.reason
+            # persisted_reason's first case, inline: the row is in the state asked for.
+            persisted = reason if row.state is request.update.state else persisted_reason(
+                request.update, reason, row)
+            completions.append(Completion(row, reason, request.context, persisted))
+        self._missing.extend(requests.values())
         self._next(now)
 
     def _on_failed(self, event: IntentFailed, now: datetime) -> None:

@@ -62,6 +62,9 @@ def _row(**changes: object) -> JobRow:
 
 def test_outcome_from_result_maps_returns_and_exceptions() -> None:
     assert outcome_from_result("anything") == Completed()
+    # A plain return (None) completes, whatever the token said (the work was done).
+    assert outcome_from_result(None) == Completed()
+    assert outcome_from_result(None, cancel_cause=CancelCause.STOP) == Completed()
     assert outcome_from_result(Snooze(timedelta(1))) == Snooze(timedelta(1))
     assert outcome_from_result(JobSnooze(timedelta(seconds=3))) == Snooze(timedelta(seconds=3))
     assert outcome_from_result(None, JobSnooze(timedelta(seconds=3))) == Snooze(timedelta(seconds=3))

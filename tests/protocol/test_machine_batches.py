@@ -101,6 +101,36 @@ def test_submits_equal_each_submit_in_turn(ids: list[int], idle_flush: bool) -> 
     assert batched.handle(Tick(), later).intents == one_by_one.handle(Tick(), later).intents
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(1, 30), min_size=1, max_size=60), st.booleans(), st.booleans(),
+       st.integers(2, 12))
+def test_submits_equal_each_submit_in_turn_across_flushes_and_back_pressure(
+    ids: list[int], idle_flush: bool, in_flight: bool, signal: int
+) -> None:
+    """The same with a statement in flight or not, a backlog signal and back-pressure
+    thresholds that a run crosses (the batch handler checks them once per run)."""
+    import river_protocol.machines.completer as completer_module
+
+    def make() -> Completer:
+        c = Completer(CompleterRng(), flush_when_idle=idle_flush, sub_batch_max=4,
+                      backpressure_high=6, backpressure_low=3)
+        if in_flight:
+            c.handle(_submit(100), c_at(0))
+            c.handle(Tick(), c_at(0))
+        return c
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(completer_module, "COMPLETER_BACKLOG_SIGNAL", signal)
+        one_by_one, batched = make(), make()
+        outs = [one_by_one.handle(_submit(i), c_at(0)) for i in ids]
+        out = batched.handle(Submits(tuple(_submit(i) for i in ids)), c_at(0))
+        assert [i.updates for i in out.intents] == [i.updates for o in outs for i in o.intents]
+        assert out.accepting == outs[-1].accepting
+        assert batched.pending_count == one_by_one.pending_count
+        assert batched.outstanding_ids == one_by_one.outstanding_ids
+        assert batched.next_deadline() == one_by_one.next_deadline()
+
+
 def test_submits_are_refused_once_stopping() -> None:
     completer = Completer(CompleterRng())
     completer.handle(_submit(1), c_at(0))
