@@ -548,5 +548,5 @@ def run_lifecycle(
             )
         attrs["max_attempts_range"] = max_attempts_range
     configured = type(f"Configured{machine.__name__}", (machine,), attrs) if attrs else machine
-    run_state_machine_as_test(configured, settings=settings)
+    run_state_machine_as_test(configured, settings=settings)  # type: ignore[no-untyped-call,unused-ignore]  # untyped in newer hypothesis
 

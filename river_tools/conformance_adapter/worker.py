@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+from river_db.resumable import ResumableSteps
 from river_protocol.args import arg_field
 from river_protocol.client_core import LeaderElectionConfig, MaintenanceConfig, QueueConfig
 from river_protocol.job import JobRow
@@ -154,7 +155,7 @@ class EchoWorker:
         raise ValueError(f"unknown behavior {behavior!r}")
 
     @staticmethod
-    def _resumable_cursor(ctx: Any) -> None:
+    def _resumable_cursor(ctx: ResumableSteps) -> None:
         attempt = ctx.job.attempt
 
         @ctx.step("first")
