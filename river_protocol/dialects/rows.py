@@ -19,7 +19,7 @@ from typing import Any
 from river_protocol.errors import ValidationError
 from river_protocol.golang.gotime import format_sqlite_time, parse_time
 from river_protocol.intents import LeaderRow, NotificationRow, QueueRow
-from river_protocol.job import AttemptError, JobRow, _JobRowDraft, stored_job_row
+from river_protocol.job import AttemptError, JobRow, stored_job_row
 from river_protocol.states import JobState
 
 # ---------------------------------------------------------------- binder
@@ -257,29 +257,11 @@ def _common_pg_row(
     job_state = _STATES.get(state)
     if job_state is None:
         return None
-    row: Any = _JobRowDraft()
-    row.id = job_id
-    row.kind = kind
-    row.encoded_args = args.encode()
-    row.state = job_state
-    row.queue = queue
-    row.priority = priority
-    row.attempt = attempt
-    row.max_attempts = max_attempts
-    row.attempted_at = attempted_at
-    row.attempted_by = tuple(attempted_by)
-    row.created_at = created_at
-    row.finalized_at = finalized_at
-    row.scheduled_at = scheduled_at
-    row.errors = ()
-    row.metadata = {}
-    row.tags = tuple(tags) if tags else ()
-    row.unique_key = None
-    row.unique_states = None
-    row.undecodable = None
-    row.__class__ = JobRow
-    result: JobRow = row
-    return result
+    return stored_job_row(
+        job_id, kind, args.encode(), job_state, queue, priority, attempt, max_attempts, attempted_at,
+        tuple(attempted_by), created_at, finalized_at, scheduled_at, (), {}, tuple(tags) if tags else (),
+        None, None,
+    )
 
 
 def job_row_from_sqlite(row: Sequence[Any]) -> JobRow:
