@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from river_protocol.errors import ValidationError
-from river_protocol.golang.gotime import format_sqlite_time, parse_time
+from river_protocol.golang.gotime import _parse_time_cached, format_sqlite_time, parse_time
 from river_protocol.intents import LeaderRow, NotificationRow, QueueRow
 from river_protocol.job import AttemptError, JobRow, stored_job_row
 from river_protocol.states import JobState
@@ -269,11 +269,44 @@ def job_row_from_sqlite(row: Sequence[Any]) -> JobRow:
     try:
         raw = row[13]
         if raw is None or raw == "[]":
-            return _job_row(row, errors=())
+            return _sqlite_job_row(row, ())
         elements: list[Any] = json.loads(_json_text(raw))
-        return _job_row(row, errors=_errors(elements or []))
+        return _sqlite_job_row(row, _errors(elements or []))
     except _UNREADABLE:
         return _lenient_job_row(row, _sqlite_error_elements)
+
+
+def _sqlite_job_row(row: Sequence[Any], errors: tuple[AttemptError, ...]) -> JobRow:
+    """``_job_row`` for the shapes sqlite3 hands back: times and JSON lists as text, read
+    straight through their caches (a claimed and a completed row carry seven times between
+    them). Any other shape takes the shared reader's general path, with the same result."""
+    if len(row) != JOB_COLUMN_COUNT:
+        return _job_row(row, errors=errors)
+    (job_id, kind, args, state, queue, priority, attempt, max_attempts, attempted_at, attempted_by,
+     created_at, finalized_at, scheduled_at, _, metadata, tags, unique_key, unique_states) = row
+    args = args.encode() if args.__class__ is str else _json_bytes(args)
+    if args[:1] != b"{":  # json() hands JSON back trimmed, so an object starts with "{"
+        raise ValidationError("args must be a JSON object")
+    parse = _parse_time_cached
+    if attempted_at is not None:
+        attempted_at = parse(attempted_at) if attempted_at.__class__ is str else _utc(attempted_at)
+    if created_at is not None:
+        created_at = parse(created_at) if created_at.__class__ is str else _utc(created_at)
+    if finalized_at is not None:
+        finalized_at = parse(finalized_at) if finalized_at.__class__ is str else _utc(finalized_at)
+    if scheduled_at is not None:
+        scheduled_at = parse(scheduled_at) if scheduled_at.__class__ is str else _utc(scheduled_at)
+    return stored_job_row(
+        int(job_id), str(kind), args, _STATES.get(state) or JobState.parse(str(state)), str(queue),
+        int(priority), int(attempt), int(max_attempts), attempted_at,
+        () if attempted_by is None else (
+            _strings_of_text(attempted_by) if attempted_by.__class__ is str else _strings(attempted_by)),
+        created_at, finalized_at, scheduled_at, errors,
+        {} if metadata == "{}" else _json_object(metadata),
+        () if tags is None else _strings_of_text(tags) if tags.__class__ is str else _strings(tags),
+        None if unique_key is None else _unique_key(unique_key),
+        None if unique_states is None else _unique_states(unique_states),
+    )
 
 
 def _job_row(row: Sequence[Any], *, errors: tuple[AttemptError, ...]) -> JobRow:

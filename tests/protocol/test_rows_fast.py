@@ -223,3 +223,17 @@ def test_a_row_with_errors_or_a_unique_key_leaves_the_common_tier() -> None:
            b"\x01", 3)
     assert rows._common_pg_row(*row) is None
     assert rows.job_row_from_pg(row).unique_key == b"\x01"
+@settings(max_examples=400)
+@given(job_rows())
+def test_sqlite_reader_agrees_with_the_shared_reader(row: list[Any]) -> None:
+    shared = _outcome(lambda r: rows._job_row(r, errors=()), row)
+    assert _outcome(lambda r: rows._sqlite_job_row(r, ()), row) == shared
+
+
+def test_sqlite_reader_reads_canonical_time_text_as_aware_utc() -> None:
+    row = [7, "k", '{"a":1}', "running", "default", 1, 2, 25, "2031-03-04 12:00:05.123", '["c"]',
+           "2031-03-04 12:00:05.000", None, "2031-03-04 12:00:05.000", None, "{}", "[]", None, None]
+    job = rows.job_row_from_sqlite(row)
+    assert job.attempted_at == datetime(2031, 3, 4, 12, 0, 5, 123000, tzinfo=UTC)
+    assert job.attempted_at.tzinfo is UTC and job.created_at == T.replace(microsecond=0)
+    assert job.attempted_by == ("c",) and job.tags == () and job.undecodable is None

@@ -195,12 +195,16 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
     # A list another writer stored as malformed JSON is read as empty: JSON functions on it
     # would fail the claim, and with it every claim of the queue.
     earlier = "(CASE WHEN json_valid(river_job.attempted_by, 10) THEN river_job.attempted_by END)"
+    # A first attempt (no list yet) skips the correlated subquery, which costs a json_each and a
+    # sort per row; it builds the very bytes the subquery's empty result would.
     sql = f"""
         UPDATE {d.prefix}river_job
         SET state = 'running',
             attempt = attempt + 1,
             attempted_at = {sqlite_now(b, intent.now)},
-            attempted_by = jsonb_insert(
+            attempted_by = CASE WHEN attempted_by IS NULL
+                THEN jsonb_insert(jsonb('[]'), '$[#]', {b.p(intent.client_id)})
+                ELSE jsonb_insert(
                 coalesce((
                     SELECT jsonb_group_array(kept.value) FROM (
                         SELECT value FROM json_each({earlier})
@@ -208,7 +212,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
                         ORDER BY key
                     ) AS kept
                 ), jsonb('[]')),
-                '$[#]', {b.p(intent.client_id)})
+                '$[#]', {b.p(intent.client_id)}) END
         WHERE id IN (
             SELECT id FROM {d.prefix}river_job
             WHERE state = 'available' AND queue = {b.p(intent.queue)} AND priority >= 0
