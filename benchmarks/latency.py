@@ -66,9 +66,10 @@ a claim that takes two jobs has let the first wait 10 ms or more, and a p95 of 1
 allows that for at most one job in twenty. A worker cooldown of 5 ms instead of 1 ms
 claims as often (980 claims per 1,000 jobs, counted) and only adds waiting. So the
 low-latency setting costs one extra claim, one extra NOTIFY and one listener wake per
-job, ~500-550 us together against the defaults' ~975 us per job (an idle run before
-this round: +56 %; the change above cuts about a tenth of the worker's side, so
-expect about +45-50 %). The +20 % target is missed: the next cost is the claim's own
+job. Idle runs (load average under 1, 20 s per setting): +56 % with claims and
+completions inside BEGIN/COMMIT (worker side 715 us/job against the defaults' 230),
++30 % after the change above (worker 545 against 205; p95 2.8 ms, defaults 915 us of
+Postgres CPU per job). The +20 % target is missed: the next cost is the claim's own
 commit and wake, which River Go pays the same way. What would remove them is not a
 setting: a claim on the listener's own connection (one backend wake per job, not two),
 or claims that skip the WAL flush (a durability change River does not make).
