@@ -306,17 +306,7 @@ def _asyncio_backend() -> Backend:
         bases[loop] = pair
         last[:] = [weakref.ref(loop), pair]
 
-    slow_now, deadline = _clock(loop_time, base, keep)
-    get_running_loop = asyncio.get_running_loop
-
-    def now() -> datetime:
-        # slow_now's value, with one loop lookup on the usual path (the last loop's pair).
-        loop = get_running_loop()
-        ref = last[0]
-        if ref is not None and ref() is loop:
-            wall, start = last[1]
-            return wall + timedelta(0, loop.time() - start)  # type: ignore[no-any-return]
-        return slow_now()
+    now, deadline = _clock(loop_time, base, keep)
 
     threads = _ThreadCache()
 

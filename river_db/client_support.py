@@ -13,12 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from river_db.events import Event
-from river_protocol.client_core import (
-    EVENT_FOR_QUEUE,
-    EVENT_FOR_REASON,
-    LeaderElectionConfig,
-    event_kind_for_completion,
-)
+from river_protocol.client_core import EVENT_FOR_QUEUE, LeaderElectionConfig, event_kind_for_completion
 from river_protocol.errors import ValidationError
 from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.producer import ProducerOutput
@@ -80,13 +75,11 @@ def report_completer_output(out: CompleterOutput, publish_all: Callable[[list[Ev
     append = events.append
     for completion in out.completions:
         job, persisted = completion.job, completion.persisted
-        if persisted is not None:  # recorded as asked: event_kind_for_completion's first case
-            append(Event(EVENT_FOR_REASON[persisted], job, job.queue))
-            continue
-        log.info(
-            "river: job %d was no longer running (now %s); its outcome (%s) was not recorded",
-            job.id, job.state.value, completion.reason.value,
-        )
+        if persisted is None:
+            log.info(
+                "river: job %d was no longer running (now %s); its outcome (%s) was not recorded",
+                job.id, job.state.value, completion.reason.value,
+            )
         kind = event_kind_for_completion(persisted, job.state)
         if kind is not None:
             append(Event(kind, job, job.queue))

@@ -304,16 +304,13 @@ class Completer(Machine):
         requests = batch.requests
         completions = self._completions
         for row in event.result or ():
-            if row.__class__ is not JobRow and not isinstance(row, JobRow):
+            if not isinstance(row, JobRow):
                 raise ProtocolError(f"set-state results must be JobRow values, got {type(row).__name__}")
             request = requests.pop(row.id, None)
             if request is None:
                 raise ProtocolError(f"set-state returned job {row.id}: not in the batch, or twice")
-            reason = request.reason
-            # persisted_reason's first case, inline: the row is in the state asked for.
-            persisted = reason if row.state is request.update.state else persisted_reason(
-                request.update, reason, row)
-            completions.append(Completion(row, reason, request.context, persisted))
+            persisted = persisted_reason(request.update, request.reason, row)
+            completions.append(Completion(row, request.reason, request.context, persisted))
         self._missing.extend(requests.values())
         self._next(now)
 
