@@ -55,8 +55,8 @@ the pool's connections, and the statements counted at psycopg's cursor):
 
 Until this round the claim and the completion each ran between BEGIN and COMMIT; River
 Go runs both as single statements, and so do we now (``Dialect.needs_transaction``).
-Interleaved on one machine (two connections, alternate calls, 5 ms apart, 1,000 each, 7
-runs): -50 to -90 us of backend CPU per claim, -30 to -170 per completion. The insert
+Interleaved on one machine (two connections, alternate calls, 5 ms apart, 1,000 each, 5
+runs, while other suites ran: a ratio, not a figure): -50 to -90 us of backend CPU per claim, -30 to -170 per completion. The insert
 keeps its transaction (BEGIN, INSERT, NOTIFY when the throttle lets one out, COMMIT), as
 Go's ``Client.Insert`` does; the defaults and the low-latency settings run the same
 statements, the low-latency inserter only its NOTIFY on every insert (+40-60 us).
