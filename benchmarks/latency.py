@@ -119,6 +119,7 @@ class Setting:
     inserter_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT  # Client(fetch_cooldown=...) of the inserter
     worker_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT  # QueueConfig(fetch_cooldown=...) of the queue
     worker_group_commit: bool = True  # Client(group_commit=...) of the worker: False is Go's 50 ms batches
+    worker_async_claim_commit: bool = False  # QueueConfig(async_claim_commit=...) of the queue
 
 
 SETTINGS = (
@@ -126,7 +127,8 @@ SETTINGS = (
     Setting("worker QueueConfig(fetch_cooldown=1 ms) only", worker_cooldown=LOW),
     Setting("inserter Client(fetch_cooldown=1 ms) only", inserter_cooldown=LOW),
     Setting("both 1 ms", LOW, LOW),
-    Setting("low latency: both 1 ms, worker group_commit=False", LOW, LOW, False),
+    Setting("both 1 ms, worker group_commit=False", LOW, LOW, False),
+    Setting("low latency: both 1 ms, group_commit=False, async_claim_commit", LOW, LOW, False, True),
 )
 DEFAULTS, LOW_LATENCY = SETTINGS[0].name, SETTINGS[-1].name
 
@@ -162,6 +164,7 @@ class BackendCpu:
         self._first: dict[int, float] = {}
         self._last: dict[int, float] = {}
         self._app: dict[int, str] = {}  # pid -> application_name
+        self._walwriter: tuple[int, float, float] | None = None  # pid, first and last reading
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-pg-cpu", daemon=True)
         self.visible = True
@@ -178,15 +181,27 @@ class BackendCpu:
             self._first.setdefault(pid, cpu if initial else 0.0)
             self._last[pid] = cpu
 
+    def _sample_walwriter(self, conn: Any) -> None:
+        row = conn.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'").fetchone()
+        cpu = None if row is None else _proc_cpu(int(row[0]))
+        if row is None or cpu is None:
+            return
+        if self._walwriter is None or self._walwriter[0] != row[0]:
+            self._walwriter = (row[0], cpu, cpu)
+        else:
+            self._walwriter = (row[0], self._walwriter[1], cpu)
+
     def _run(self) -> None:
         import psycopg
 
         with psycopg.connect(self.url, autocommit=True) as conn:
             self._sample(conn, initial=True)
+            self._sample_walwriter(conn)
             self._started.set()
             while not self._stop.wait(self.interval):
                 self._sample(conn, initial=False)
             self._sample(conn, initial=False)
+            self._sample_walwriter(conn)
 
     def __enter__(self) -> BackendCpu:
         self._started = threading.Event()
@@ -197,6 +212,11 @@ class BackendCpu:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(10)
+
+    def walwriter_seconds(self) -> float | None:
+        """CPU seconds of the server's WAL writer meanwhile (shared by every database: what the
+        run adds to it shows only on an otherwise idle server), None when not visible."""
+        return None if self._walwriter is None else self._walwriter[2] - self._walwriter[1]
 
     def seconds(self, application_name: str | None = None) -> float | None:
         """CPU seconds of the backends (only those of ``application_name`` if given)."""
@@ -216,12 +236,13 @@ def named(url: str, application_name: str) -> str:
 # ---------------------------------------------------------------- the worker process
 
 
-def child_work(url: str, driver: str, cooldown: str, group_commit: str) -> None:
+def child_work(url: str, driver: str, cooldown: str, group_commit: str, async_claim_commit: str = "off") -> None:
     """Work the ``default`` queue with ``driver``'s client until stdin closes; prints
     ``ready`` once it runs."""
     from river_protocol.client_core import QueueConfig
 
-    queue = QueueConfig(max_workers=WORKERS, fetch_cooldown=timedelta(milliseconds=float(cooldown)))
+    queue = QueueConfig(max_workers=WORKERS, fetch_cooldown=timedelta(milliseconds=float(cooldown)),
+                        async_claim_commit=async_claim_commit == "on")
     options: dict[str, Any] = {"queues": {"default": queue}, "group_commit": group_commit == "on"}
     if driver == "trio":
         import trio
@@ -274,7 +295,8 @@ def run_setting(setting: Setting, url: str, *, seconds: float, rate: float,
     n = max(int(seconds * rate), 1)
     worker = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.latency", "child-work", named(url, WORKER_APP), worker_driver,
-         _ms(setting.worker_cooldown), "on" if setting.worker_group_commit else "off"],
+         _ms(setting.worker_cooldown), "on" if setting.worker_group_commit else "off",
+         "on" if setting.worker_async_claim_commit else "off"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert worker.stdin is not None and worker.stdout is not None
@@ -322,6 +344,7 @@ def run_setting(setting: Setting, url: str, *, seconds: float, rate: float,
         "pg_cpu_us_per_job": per_job(pg_cpu),
         "pg_cpu_inserter_us_per_job": per_job(cpu.seconds(INSERTER_APP)),
         "pg_cpu_worker_us_per_job": per_job(cpu.seconds(WORKER_APP)),
+        "pg_cpu_walwriter_us_per_job": per_job(cpu.walwriter_seconds()),
     }
     return result
 
@@ -334,21 +357,22 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
 
 
 def report_lines(results: dict[str, dict[str, Any]], load: float) -> list[str]:
-    lines = [f"   {'setting':<52} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'max ms':>7} "
-             f"{'PG CPU us/job':>13} {'x defaults':>10} {'inserter':>9} {'worker':>7}   worked"]
+    lines = [f"   {'setting':<64} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'max ms':>7} "
+             f"{'PG CPU us/job':>13} {'x defaults':>10} {'inserter':>9} {'worker':>7} {'walwriter':>9}   worked"]
     base = results.get(DEFAULTS, {}).get("pg_cpu_us_per_job")
     for name, r in results.items():
         if "error" in r:
-            lines.append(f"   {name:<52} failed: {r['error']}")
+            lines.append(f"   {name:<64} failed: {r['error']}")
             continue
         cpu = r["pg_cpu_us_per_job"]
         ratio = "-" if cpu is None or not base else f"x{cpu / base:.2f}"
-        lines.append(f"   {name:<52} {r['p50_ms']:>7.1f} {r['p95_ms']:>7.1f} {r['p99_ms']:>7.1f} "
+        lines.append(f"   {name:<64} {r['p50_ms']:>7.1f} {r['p95_ms']:>7.1f} {r['p99_ms']:>7.1f} "
                      f"{r['max_ms']:>7.1f} {_fmt(cpu):>13} {ratio:>10} "
                      f"{_fmt(r.get('pg_cpu_inserter_us_per_job'), '.0f'):>9} "
-                     f"{_fmt(r.get('pg_cpu_worker_us_per_job'), '.0f'):>7}   {r['done']}/{r['jobs']}")
+                     f"{_fmt(r.get('pg_cpu_worker_us_per_job'), '.0f'):>7} "
+                     f"{_fmt(r.get('pg_cpu_walwriter_us_per_job'), '.0f'):>9}   {r['done']}/{r['jobs']}")
     lines.append("   (PG CPU: the backends of this run's database; inserter / worker: those of each side's "
-                 "connections)")
+                 "connections; walwriter: the server's WAL writer, shared, not in PG CPU)")
     lines.append(f"   {GO_RECORDED}")
     low = results.get(LOW_LATENCY)
     if low is not None and "error" not in low:
@@ -398,7 +422,8 @@ def main(argv: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
                 fresh.release(url)
             print(f"   {setting.name}: inserter {_ms(setting.inserter_cooldown)}, worker "
                   f"{_ms(setting.worker_cooldown)} ms fetch cooldown, group_commit "
-                  f"{setting.worker_group_commit}: done", flush=True)
+                  f"{setting.worker_group_commit}, async_claim_commit "
+                  f"{setting.worker_async_claim_commit}: done", flush=True)
     finally:
         scratch.close()
     for line in report_lines(results, load):
@@ -408,6 +433,6 @@ def main(argv: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "child-work":
-        child_work(*sys.argv[2:6])
+        child_work(*sys.argv[2:7])
     else:
         main(sys.argv[1:])

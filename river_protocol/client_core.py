@@ -95,6 +95,9 @@ class QueueConfig:
     max_workers: int = 100
     fetch_cooldown: timedelta = FETCH_COOLDOWN_DEFAULT
     fetch_poll_interval: timedelta = FETCH_POLL_INTERVAL_DEFAULT
+    # Postgres: claims commit without waiting for their WAL flush (ClaimJobs.asynchronous_commit);
+    # off, as River. See docs/guides/client.md, Low latency.
+    async_claim_commit: bool = False
 
 
 Retention = timedelta | int | None
@@ -451,7 +454,7 @@ class ClientCore:
                 queue=name, client_id=self.config.client_id, max_workers=q.max_workers,
                 fetch_cooldown=q.fetch_cooldown, fetch_poll_interval=q.fetch_poll_interval,
                 poll_only=not self.config.notifications, kinds=claim.kinds, tags_any=claim.tags_any,
-                untagged_only=claim.untagged_only,
+                untagged_only=claim.untagged_only, async_claim_commit=q.async_claim_commit,
             ),
             self._rng,
         )

@@ -141,6 +141,13 @@ class ClaimJobs(Intent):
     carrying at least one of those tags, and ``untagged_only`` only jobs
     without tags (a tag-filtered worker pool). An empty ``kinds`` or
     ``tags_any`` tuple claims nothing.
+
+    ``asynchronous_commit`` (off by default, as in River): on Postgres the claim's own
+    transaction commits without waiting for its WAL flush (``synchronous_commit = off``
+    for that transaction only; the session keeps its setting). A crash of the server can
+    then lose the last claims (their jobs become available again and run again, as
+    River's at-least-once delivery allows), never a later completion: a completion's
+    commit flushes every earlier record. SQLite ignores it.
     """
 
     queue: str
@@ -151,6 +158,7 @@ class ClaimJobs(Intent):
     kinds: tuple[str, ...] | None = None
     tags_any: tuple[str, ...] | None = None
     untagged_only: bool = False
+    asynchronous_commit: bool = False
     transactional = True  # single statement on Postgres; several on SQLite
 
 

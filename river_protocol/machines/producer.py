@@ -180,8 +180,11 @@ class ProducerConfig:
     kinds: tuple[str, ...] | None = None
     tags_any: tuple[str, ...] | None = None
     untagged_only: bool = False
+    async_claim_commit: bool = False  # ClaimJobs.asynchronous_commit
 
     def __post_init__(self) -> None:
+        if not isinstance(self.async_claim_commit, bool):
+            raise ValidationError(f"async_claim_commit must be a bool, got {self.async_claim_commit!r}")
         if not QUEUE_MAX_WORKERS_MIN <= self.max_workers <= QUEUE_MAX_WORKERS_MAX:
             raise ValidationError(
                 f"max_workers must be between {QUEUE_MAX_WORKERS_MIN} and {QUEUE_MAX_WORKERS_MAX},"
@@ -445,6 +448,7 @@ class Producer(Machine):
                 kinds=self.config.kinds,
                 tags_any=self.config.tags_any,
                 untagged_only=self.config.untagged_only,
+                asynchronous_commit=self.config.async_claim_commit,
             ),
             HOT_STATEMENT_TIMEOUT,
         )

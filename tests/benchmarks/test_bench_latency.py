@@ -28,8 +28,8 @@ def fresh_pg_url() -> Iterator[str]:
 def test_the_documented_configuration_is_the_last_setting() -> None:
     low = SETTINGS[-1]
     assert low.name == LOW_LATENCY
-    assert (low.inserter_cooldown, low.worker_cooldown, low.worker_group_commit) == (
-        FETCH_COOLDOWN_MIN, FETCH_COOLDOWN_MIN, False)
+    assert (low.inserter_cooldown, low.worker_cooldown, low.worker_group_commit,
+            low.worker_async_claim_commit) == (FETCH_COOLDOWN_MIN, FETCH_COOLDOWN_MIN, False, True)
     assert SETTINGS[0].name == DEFAULTS
     assert (SETTINGS[0].inserter_cooldown, SETTINGS[0].worker_cooldown, SETTINGS[0].worker_group_commit) == (
         FETCH_COOLDOWN_DEFAULT, FETCH_COOLDOWN_DEFAULT, True)
@@ -39,7 +39,7 @@ def test_report_lines_give_percentiles_cpu_ratio_and_targets() -> None:
     results = {
         DEFAULTS: {"jobs": 100, "done": 100, "p50_ms": 52.0, "p95_ms": 97.0, "p99_ms": 101.0, "max_ms": 110.0,
                    "pg_cpu_us_per_job": 400.0, "pg_cpu_inserter_us_per_job": 250.0,
-                   "pg_cpu_worker_us_per_job": 150.0},
+                   "pg_cpu_worker_us_per_job": 150.0, "pg_cpu_walwriter_us_per_job": 12.0},
         LOW_LATENCY: {"jobs": 100, "done": 99, "p50_ms": 2.5, "p95_ms": 6.0, "p99_ms": 8.0, "max_ms": 12.0,
                       "pg_cpu_us_per_job": 460.0, "pg_cpu_inserter_us_per_job": None,
                       "pg_cpu_worker_us_per_job": 190.0},
@@ -48,11 +48,11 @@ def test_report_lines_give_percentiles_cpu_ratio_and_targets() -> None:
     lines = report_lines(results, load=1.4)
     header, defaults, low, broken, note, go, target, load = lines
     assert header.split()[:2] == ["setting", "p50"] and "PG CPU us/job" in header
-    assert header.split()[-4:] == ["defaults", "inserter", "worker", "worked"]
-    assert defaults.split()[-9:] == [
-        "52.0", "97.0", "101.0", "110.0", "400.0", "x1.00", "250", "150", "100/100"]
-    assert low.split()[-9:] == ["2.5", "6.0", "8.0", "12.0", "460.0", "x1.15", "-", "190", "99/100"]
-    assert "inserter / worker" in note
+    assert header.split()[-5:] == ["defaults", "inserter", "worker", "walwriter", "worked"]
+    assert defaults.split()[-10:] == [
+        "52.0", "97.0", "101.0", "110.0", "400.0", "x1.00", "250", "150", "12", "100/100"]
+    assert low.split()[-10:] == ["2.5", "6.0", "8.0", "12.0", "460.0", "x1.15", "-", "190", "-", "99/100"]
+    assert "inserter / worker" in note and "walwriter" in note
     assert broken.split() == ["broken", "failed:", "the", "worker", "process", "did", "not", "start"]
     assert "River Go" in go and "recorded" in go
     assert "p95 6.0 ms [<= 10]" in target and "+15 %" in target
@@ -79,8 +79,10 @@ def test_backend_cpu_counts_the_databases_backends(fresh_pg_url: str) -> None:
         seconds = cpu.seconds()
         assert seconds is not None and seconds >= 0.05
         assert cpu.seconds("no such application") == 0.0
+        walwriter = cpu.walwriter_seconds()
+        assert walwriter is not None and walwriter >= 0
     else:  # Postgres in another host or container: not visible, so not reported
-        assert cpu.seconds() is None
+        assert cpu.seconds() is None and cpu.walwriter_seconds() is None
 
 
 def test_named_sets_the_application_name() -> None:
@@ -101,6 +103,6 @@ def test_latency_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
         assert r["jobs"] == r["done"] == 50
         assert 0 <= r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"] <= r["max_ms"]
         row = re.search(rf"^   {re.escape(name)} +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+|-) +"
-                        r"(x[\d.]+|-) +(\d+|-) +(\d+|-) +50/50$", out, re.M)
+                        r"(x[\d.]+|-) +(\d+|-) +(\d+|-) +(\d+|-) +50/50$", out, re.M)
         assert row is not None, out
     assert re.search(r"^   target: low latency p95 [\d.]+ ms \[<= 10\]; Postgres CPU per job", out, re.M)

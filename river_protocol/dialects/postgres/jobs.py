@@ -202,11 +202,16 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
                      ELSE j.attempted_by END,
                 {b.p(intent.client_id)}::text)
         FROM locked
-        WHERE j.id = locked.id
+        WHERE j.id = locked.id{_ASYNC_COMMIT if intent.asynchronous_commit else ""}
         RETURNING {pg_job_columns("j")}
     """
     rows = yield Statement(sql, tuple(b.params), binary=True)
     return job_rows(rows)
+
+
+# The claim's transaction only (set_config's is_local): evaluated with each row it updates,
+# so a claim that takes a job commits without waiting for its WAL flush.
+_ASYNC_COMMIT = " AND set_config('synchronous_commit', 'off', true) IS NOT NULL"
 
 
 def _reconcile_claim(d: Any, intent: ReconcileClaim) -> Plan[list[int]]:
