@@ -144,10 +144,11 @@ class ClaimJobs(Intent):
 
     ``asynchronous_commit`` (off by default, as in River): on Postgres the claim's own
     transaction commits without waiting for its WAL flush (``synchronous_commit = off``
-    for that transaction only; the session keeps its setting). A crash of the server can
-    then lose the last claims (their jobs become available again and run again, as
-    River's at-least-once delivery allows), never a later completion: a completion's
-    commit flushes every earlier record. SQLite ignores it.
+    for that transaction only; the session keeps its setting; inside a caller's
+    transaction, it is that transaction's commit). A crash of the server, or a failover
+    to a standby, can then lose the last claims (their jobs become available again and
+    run again, as River's at-least-once delivery allows), never a later completion: a
+    completion's commit flushes every earlier record. SQLite ignores it.
     """
 
     queue: str
