@@ -14,7 +14,10 @@ PY = "3.11"
 def tests(session: nox.Session) -> None:
     """The whole test suite (unit, property, conformance, real Postgres and SQLite)."""
     session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    # The suite mostly waits (clients polling, back-offs, subprocesses), so one worker per core
+    # halves its wall time; every test has its own scratch database or file, so the workers do
+    # not share state. `nox -s tests -- -n 0` runs it in one process.
+    session.run("pytest", "-n", "auto", *session.posargs)
 
 
 @nox.session(python=PY)
