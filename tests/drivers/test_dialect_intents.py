@@ -1236,7 +1236,7 @@ def test_column_lists_have_one_entry_per_field() -> None:
     assert _top_level_entries(pg_job_columns()) == _top_level_entries(sqlite_job_columns()) == 18
     assert "u.args::text" in pg_job_columns("u")
     # A malformed value comes back as stored rather than failing the statement.
-    assert "CASE WHEN json_valid(metadata, 10) THEN json(metadata) ELSE metadata END" in sqlite_job_columns()
+    assert "WHEN json_valid(metadata, 10) THEN json(metadata) ELSE metadata END" in sqlite_job_columns()
 
 
 def test_binder_keeps_placeholder_order() -> None:
