@@ -15,7 +15,7 @@ import anyio
 import anyio.lowlevel
 
 from river_async import _backend
-from river_db.events import Event, SubscriptionTimeoutError
+from river_db.events import Event, SubscriptionTimeoutError, kind_ids
 from river_protocol.client_core import EventKind, parse_event_kinds
 from river_protocol.errors import ValidationError
 
@@ -30,6 +30,8 @@ class Subscription:
 
     def __init__(self, hub: EventHub, kinds: frozenset[EventKind], maxsize: int) -> None:
         self.kinds = kinds
+        # Tested by member id, as river_sync's is: an Enum member's hash is Python code, an int's is C.
+        self._kind_ids = kind_ids(kinds)
         self._hub = hub
         # A deque and one wake-up event, not a memory stream: publishing is on the completer's
         # path, and an unread subscription must be free to be dropped without closing.
@@ -40,7 +42,10 @@ class Subscription:
         self.closed = False
 
     def _offer(self, event: Event) -> None:
-        if self.closed or event.kind not in self.kinds:
+        if self.closed:
+            return
+        ids = self._kind_ids
+        if ids is not None and id(event.kind) not in ids:
             return
         if len(self._buffer) >= self._maxsize:
             self.dropped += 1

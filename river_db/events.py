@@ -24,6 +24,17 @@ class Event:
     metadata: bytes | None = None
 
 
+def kind_ids(kinds: frozenset[EventKind]) -> frozenset[int] | None:
+    """A subscription's filter as its members' ids, or None when it holds every kind.
+
+    EventKind is an Enum, whose ``__hash__`` is Python code run for each ``kind in kinds``; an
+    int hashes in C. Members are singletons, so ``id(event.kind) in ids`` is ``event.kind in kinds``.
+    """
+    if len(kinds) == len(EventKind):
+        return None
+    return frozenset(map(id, kinds))
+
+
 class SubscriptionTimeoutError(RiverError, TimeoutError):
     """``Subscription.get(timeout)`` or ``get_nowait()`` found no event in time; the subscription stays open.
 

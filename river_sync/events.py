@@ -6,16 +6,14 @@ drops new events and counts them in ``dropped``.
 
 from __future__ import annotations
 
-import queue
 import threading
+import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
 
-from river_db.events import Event, SubscriptionTimeoutError
+from river_db.events import Event, SubscriptionTimeoutError, kind_ids
 from river_protocol.client_core import EventKind, parse_event_kinds
 from river_protocol.errors import ValidationError
-
-_CLOSED: Any = object()
 
 
 class Subscription:
@@ -23,34 +21,66 @@ class Subscription:
 
     def __init__(self, hub: EventHub, kinds: frozenset[EventKind], maxsize: int) -> None:
         self.kinds = kinds
+        # The filter as the members' ids: EventKind is an Enum, whose __hash__ is Python code run
+        # for every ``kind in kinds``, where an int's hash is C. None (every kind) tests nothing.
+        self._kind_ids = kind_ids(kinds)
         self._hub = hub
-        # SimpleQueue: put and get are one C call each, where queue.Queue takes a Python-level
-        # Condition per event; the bound is kept by _offer, under the hub's lock.
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # A deque: append and popleft are one C call each and atomic, so publishers (under the
+        # hub's lock, which keeps the bound) and readers share it without a lock of their own.
+        # Only a reader that must wait takes _ready, and a publisher wakes it only when one is
+        # waiting (_waiters is raised under _ready before the reader looks at the deque again).
+        self._buffer: deque[Event] = deque()
+        self._ready = threading.Condition(threading.Lock())
+        self._waiters = 0
         self._maxsize = maxsize
         self.dropped = 0
         self.closed = False
 
     def _offer(self, event: Event) -> None:
-        """Called with the hub's lock held: publishers never race past ``maxsize``."""
-        self._offer_all((event,))
+        """Called with the hub's lock held: publishers never race past ``maxsize``.
+
+        ``_offer_all`` for one event, written out: ``publish`` is called once per event.
+        """
+        if self.closed:
+            return
+        ids = self._kind_ids
+        if ids is not None and id(event.kind) not in ids:
+            return
+        buffer = self._buffer
+        if len(buffer) >= self._maxsize:
+            self.dropped += 1
+            return
+        buffer.append(event)
+        if self._waiters:
+            self._wake()
 
     def _offer_all(self, events: Sequence[Event]) -> None:
         """``_offer`` each of ``events`` in order (the hub's lock held), the checks made once."""
         if self.closed:
             return
-        kinds, queue = self.kinds, self._queue
-        room = self._maxsize - queue.qsize()
+        ids, buffer = self._kind_ids, self._buffer
+        room = self._maxsize - len(buffer)
+        offered = False
         for event in events:
-            if event.kind not in kinds:
+            if ids is not None and id(event.kind) not in ids:
                 continue
             if room <= 0:  # full when last looked: look again, a reader may have made room
-                room = self._maxsize - queue.qsize()
+                room = self._maxsize - len(buffer)
                 if room <= 0:
                     self.dropped += 1
                     continue
-            queue.put(event)
+            buffer.append(event)
             room -= 1
+            offered = True
+        if offered and self._waiters:
+            self._wake()
+
+    def _wake(self, everyone: bool = False) -> None:
+        with self._ready:
+            if everyone:
+                self._ready.notify_all()
+            else:
+                self._ready.notify()
 
     def get(self, timeout: float | None = None) -> Event:
         """The next event, waiting up to ``timeout`` seconds (None: for ever).
@@ -58,19 +88,44 @@ class Subscription:
         Raises ``SubscriptionTimeoutError`` when none came in time and ``EOFError``
         once closed and drained.
         """
+        if timeout is not None and timeout < 0:
+            raise ValueError("'timeout' must be a non-negative number")
         try:
-            item = self._queue.get(timeout=timeout)
-        except queue.Empty:
-            raise SubscriptionTimeoutError(f"no event within {timeout} s") from None
-        if item is _CLOSED:
-            self._queue.put_nowait(_CLOSED)
-            raise EOFError("subscription closed")
-        assert isinstance(item, Event)
-        return item
+            return self._buffer.popleft()
+        except IndexError:
+            pass
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._ready:
+            self._waiters += 1
+            try:
+                while True:
+                    try:
+                        return self._buffer.popleft()
+                    except IndexError:
+                        pass
+                    if self.closed:
+                        raise EOFError("subscription closed")
+                    if deadline is None:
+                        self._ready.wait()
+                        continue
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise SubscriptionTimeoutError(f"no event within {timeout} s")
+                    self._ready.wait(remaining)
+            finally:
+                self._waiters -= 1
 
     def get_nowait(self) -> Event:
         """``get(timeout=0)``: a queued event or ``SubscriptionTimeoutError`` at once."""
-        return self.get(timeout=0)
+        # The deque's own take, not get(timeout=0): a collector drains its batch through here,
+        # one call per event.
+        try:
+            return self._buffer.popleft()
+        except IndexError:
+            pass
+        if self.closed:
+            raise EOFError("subscription closed")
+        raise SubscriptionTimeoutError("no event queued")
 
     def __iter__(self) -> Iterator[Event]:
         while True:
@@ -83,7 +138,7 @@ class Subscription:
         if not self.closed:
             self.closed = True
             self._hub._remove(self)
-            self._queue.put(_CLOSED)
+            self._wake(everyone=True)  # each waiting reader drains what is left, then ends
 
     def __enter__(self) -> Subscription:
         return self
@@ -106,7 +161,10 @@ class EventHub:
         return sub
 
     def publish(self, event: Event) -> None:
-        self.publish_all((event,))
+        """Offer ``event`` to every subscription: ``publish_all`` of one, without building the run."""
+        with self._lock:  # offering never blocks
+            for sub in self._subs:
+                sub._offer(event)
 
     def publish_all(self, events: Sequence[Event]) -> None:
         """Offer each of ``events``, in order, to every subscription (one lock for them all)."""

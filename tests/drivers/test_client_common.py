@@ -14,14 +14,13 @@ from river_db.client_support import (
     report_completer_output,
     report_producer_output,
 )
-from river_db.events import SubscriptionTimeoutError
+from river_db.events import Event, SubscriptionTimeoutError
 from river_db.testing.builder import build_job
 from river_protocol.args import arg_field
 from river_protocol.client_core import EventKind, LeaderElectionConfig
 from river_protocol.errors import ValidationError
 from river_protocol.machines.completer import CompleterOutput, Completion, CompletionReason
 from river_protocol.machines.producer import ProducerOutput, QueueEvent, QueueEventKind
-from river_sync.events import Event
 
 log = logging.getLogger("test.client_common")
 
@@ -128,3 +127,88 @@ def test_publish_all_offers_each_event_in_order_within_kinds_and_bounds() -> Non
         assert [sub.get_nowait().job.id for _ in range(4)] == [1, 2, 3, 4]  # type: ignore[union-attr]
 
     trio.run(on_trio)
+
+
+def test_kind_ids_is_the_filter_by_member_id_and_none_for_every_kind() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from river_db.events import kind_ids
+
+    assert kind_ids(frozenset(EventKind)) is None
+
+    @given(st.frozensets(st.sampled_from(list(EventKind)), min_size=1))
+    def agrees(kinds: frozenset[EventKind]) -> None:
+        ids = kind_ids(kinds)
+        for kind in EventKind:  # the id test says what the member test says
+            assert (ids is None or id(kind) in ids) == (kind in kinds)
+
+    agrees()
+
+
+@pytest.mark.parametrize("hub_module", ["river_sync.events", "river_trio.events"])
+def test_subscription_filters_by_kind_on_both_drivers(hub_module: str) -> None:
+    import importlib
+
+    hub = importlib.import_module(hub_module).EventHub()
+    failed = hub.subscribe(["job_failed"])
+    every = hub.subscribe()
+    kinds = list(EventKind)
+    for kind in kinds:
+        hub.publish(Event(kind))
+    hub.publish_all([Event(kind) for kind in kinds])
+    assert [failed.get_nowait().kind for _ in range(2)] == [EventKind.JOB_FAILED] * 2
+    assert [every.get_nowait().kind for _ in range(2 * len(kinds))] == kinds * 2
+    for sub in (failed, every):
+        with pytest.raises(SubscriptionTimeoutError):
+            sub.get_nowait()
+
+
+def test_sync_subscription_bound_holds_for_publish_one_at_a_time() -> None:
+    from river_sync.events import EventHub as SyncHub
+
+    hub = SyncHub()
+    sub = hub.subscribe(maxsize=2)
+    for i in (1, 2, 3):
+        hub.publish(Event(EventKind.JOB_COMPLETED, job=build_job(Ping(i), id=i)))
+    assert sub.dropped == 1
+    assert sub.get_nowait().job.id == 1  # type: ignore[union-attr]
+    hub.publish(Event(EventKind.JOB_COMPLETED, job=build_job(Ping(4), id=4)))  # room again
+    assert [sub.get_nowait().job.id for _ in range(2)] == [2, 4]  # type: ignore[union-attr]
+    assert sub.dropped == 1
+
+
+def test_sync_subscription_get_waits_for_another_threads_publish_and_close_ends_every_reader() -> None:
+    import threading
+
+    from river_sync.events import EventHub as SyncHub
+
+    hub = SyncHub()
+    sub = hub.subscribe()
+    with pytest.raises(ValueError):
+        sub.get(timeout=-1)
+    got: list[object] = []
+    started = threading.Barrier(3)
+
+    def reader() -> None:
+        started.wait()
+        got.extend(sub)  # blocks in get() until an event or the close
+
+    readers = [threading.Thread(target=reader) for _ in range(2)]
+    for t in readers:
+        t.start()
+    started.wait()
+    for i in range(1, 51):  # published while the readers wait: each is taken exactly once
+        hub.publish(Event(EventKind.JOB_COMPLETED, job=build_job(Ping(i), id=i)))
+    hub.publish_all([Event(EventKind.QUEUE_PAUSED, queue="q")] * 10)
+    deadline = 100
+    while sum(1 for _ in got) < 60 and deadline:
+        threading.Event().wait(0.01)
+        deadline -= 1
+    sub.close()
+    for t in readers:
+        t.join(timeout=5)
+        assert not t.is_alive()
+    assert len(got) == 60
+    with pytest.raises(EOFError):
+        sub.get(timeout=1)  # closed and drained: at once, not after the timeout

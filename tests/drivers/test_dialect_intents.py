@@ -306,6 +306,41 @@ def test_claim_jobs_orders_by_priority_scheduled_at_id(db: DB) -> None:
         assert j.attempted_at == T0 and j.attempted_by == ("me",)
 
 
+def _prepares(conn: Any) -> list[int]:
+    """A counter of statements SQLite compiles on ``conn`` (the authorizer runs only while one is)."""
+    count = [0]
+
+    def authorize(*_: Any) -> int:
+        count[0] += 1
+        return 0  # SQLITE_OK
+
+    conn.set_authorizer(authorize)
+    return count
+
+
+@_only("sqlite")
+def test_sqlite_claim_and_outbox_poll_reuse_one_prepared_statement_for_any_limit(db: DB) -> None:
+    put(db, *(full(scheduled_at=T0 - timedelta(minutes=1)) for _ in range(6)))
+    db.run(Notify(topic="river_insert", payloads=tuple(f'{{"n":{i}}}' for i in range(6))))
+    prepares = _prepares(db.conn)  # set before the warm-up: setting it may empty the statement cache
+    db.run(ClaimJobs(queue="default", limit=9, client_id="me", now=T0 - timedelta(hours=1)))  # none due
+    db.run(FetchNotifications(after_id=0, limit=9))
+    prepares[0] = 0
+    claims = [db.run(ClaimJobs(queue="default", limit=n, client_id="me", now=T0)) for n in (1, 2, 3)]
+    assert [len(c) for c in claims] == [1, 2, 3]
+    assert [len(db.run(FetchNotifications(after_id=0, limit=n))) for n in (1, 4, 2)] == [1, 4, 2]
+    assert prepares[0] == 0  # every limit ran the statements the warm-up prepared
+    # The counter does see a re-prepare: a plain ``LIMIT ?`` is compiled again for each new limit
+    # on a SQLite that reads it at prepare time (>= 3.47), which is what LIMIT_PARAM avoids.
+    plain = "SELECT id FROM river_notification ORDER BY id LIMIT ?"
+    db.conn.execute(plain, (1,)).fetchall()
+    prepares[0] = 0
+    for n in (2, 3):
+        assert len(db.conn.execute(plain, (n,)).fetchall()) == n
+    version = tuple(int(x) for x in db.conn.execute("SELECT sqlite_version()").fetchone()[0].split("."))
+    assert (prepares[0] > 0) == (version >= (3, 47, 0))
+
+
 def test_claim_jobs_caps_attempted_by(db: DB) -> None:
     history = tuple(f"c{i}" for i in range(100))
     (long_row, short_row) = put(db, full(attempted_by=history, attempt=3), full(attempted_by=("x",)))
@@ -1201,7 +1236,7 @@ def test_column_lists_have_one_entry_per_field() -> None:
     assert _top_level_entries(pg_job_columns()) == _top_level_entries(sqlite_job_columns()) == 18
     assert "u.args::text" in pg_job_columns("u")
     # A malformed value comes back as stored rather than failing the statement.
-    assert "CASE WHEN json_valid(metadata, 10) THEN json(metadata) ELSE metadata END" in sqlite_job_columns()
+    assert "WHEN json_valid(metadata, 10) THEN json(metadata) ELSE metadata END" in sqlite_job_columns()
 
 
 def test_binder_keeps_placeholder_order() -> None:

@@ -128,7 +128,9 @@ def test_sqlite_fragments() -> None:
     # River 0.44.1 writes exactly three fractional digits.
     assert sq.sqlite_time(datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=UTC)) == "2026-01-02 03:04:05.600"
     assert sq.json_list(("a", 1)) == '["a", 1]'
+    # NULL and the one-byte JSONB of {} and [] first, then the general path.
     assert sq.JOB_COLUMNS.startswith(
-        "id, kind, CASE WHEN json_valid(args, 10) THEN json(args) ELSE args END, state")
+        "id, kind, CASE WHEN args IS NULL THEN NULL WHEN args = x'0c' THEN '{}' WHEN args = x'0b' THEN '[]'"
+        " WHEN json_valid(args, 10) THEN json(args) ELSE args END, state")
     assert sq.job_rows([]) == []
     assert sq.in_bitmask("o").startswith(f"CASE o.state WHEN '{JobState.AVAILABLE.value}'")

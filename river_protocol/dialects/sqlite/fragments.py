@@ -21,6 +21,19 @@ JOB_COLUMNS = sqlite_job_columns()
 ERRORS_ARRAY = "CASE WHEN json_type(errors) = 'array' THEN errors ELSE jsonb('[]') END"
 
 
+# A LIMIT bound as a plain ``?`` is read at prepare time by SQLite >= 3.47 (to size the sort),
+# which marks the statement to be prepared again whenever the bound value changes: a claim or an
+# outbox poll with a new limit would re-prepare despite the statement cache. Unary plus makes the
+# LIMIT an expression SQLite does not look into, so one prepared statement serves every limit.
+LIMIT_PARAM = "+?"
+
+
+def limit_param(b: Binder, limit: int) -> str:
+    """Bind ``limit`` for a LIMIT clause: ``b.p`` spelled ``LIMIT_PARAM``, the text the same for any limit."""
+    b.params.append(limit)
+    return LIMIT_PARAM
+
+
 def binder() -> Binder:
     return Binder("?")
 

@@ -23,6 +23,7 @@ from river_protocol.dialects.sqlite.fragments import (
     in_bitmask,
     job_rows,
     json_list,
+    limit_param,
     sqlite_time,
 )
 from river_protocol.errors import ValidationError
@@ -218,7 +219,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
             WHERE state = 'available' AND queue = {b.p(intent.queue)} AND priority >= 0
               AND scheduled_at <= {sqlite_now(b, intent.now)}{_claim_filters(b, intent)}
             ORDER BY priority ASC, scheduled_at ASC, id ASC
-            LIMIT {b.p(intent.limit)}
+            LIMIT {limit_param(b, intent.limit)}
         )
         RETURNING {JOB_COLUMNS}
     """

@@ -8,7 +8,7 @@ from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.rows import NOTIFICATION_COLUMNS, notification_row
-from river_protocol.dialects.sqlite.fragments import json_list
+from river_protocol.dialects.sqlite.fragments import LIMIT_PARAM, json_list
 from river_protocol.intents import (
     FetchNotifications,
     Intent,
@@ -35,7 +35,7 @@ def _notify(d: Any, intent: Notify) -> Plan[None]:
 def _fetch_notifications(d: Any, intent: FetchNotifications) -> Plan[list[NotificationRow]]:
     rows = yield Statement(
         f"SELECT {NOTIFICATION_COLUMNS} FROM {d.prefix}river_notification"
-        " WHERE id > ? ORDER BY id LIMIT ?",
+        f" WHERE id > ? ORDER BY id LIMIT {LIMIT_PARAM}",
         (intent.after_id, intent.limit),
     )
     return [notification_row(r) for r in rows]
