@@ -12,7 +12,9 @@ Driver hooks: ``_bind_database``, ``_unbind_database``, ``_make_leadership``,
 attributes ``_log``, ``_clock``, ``_outermost`` (the resumable-steps middleware).
 
 ``testing_claim_hook`` (see ``ClaimHook``) is a seam for cross-implementation
-tests only; production code leaves it ``None``.
+tests only; production code leaves it ``None``. ``testing_completer_backoff_unit``
+(set before ``start``) shortens the completer's retry back-off for tests of its
+retry paths; production code leaves it at one second.
 """
 
 from __future__ import annotations
@@ -149,6 +151,18 @@ class ClientBase:
         self._hard_stop = False
         self.testing_claim_hook: ClaimHook | None = None  # TESTING ONLY: see ClaimHook
         self._init_driver()
+
+    @property
+    def testing_completer_backoff_unit(self) -> timedelta:
+        """TESTING ONLY: the unit of the completer's retry back-off (1 s; waits are 1, 2, 4
+        units). Tests of the retry paths shorten it before ``start`` to run the same steps faster."""
+        return self._core.completer_backoff_unit
+
+    @testing_completer_backoff_unit.setter
+    def testing_completer_backoff_unit(self, unit: timedelta) -> None:
+        if unit <= timedelta(0):
+            raise ValueError(f"testing_completer_backoff_unit must be positive, got {unit}")
+        self._core.completer_backoff_unit = unit
 
     # ---------------------------------------------------------------- driver hooks
 

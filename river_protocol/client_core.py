@@ -25,6 +25,7 @@ from river_protocol.constants import (
     CANCELLED_RETENTION_DEFAULT,
     CLIENT_ID_MAX_LEN,
     COMPLETED_RETENTION_DEFAULT,
+    COMPLETER_BACKOFF_UNIT,
     DISCARDED_RETENTION_DEFAULT,
     ELECT_INTERVAL,
     ELECT_INTERVAL_JITTER,
@@ -378,6 +379,9 @@ class ClientCore:
         self._breakers: dict[str, mnt.BatchSizeBreaker] = {}
         # (the config it was worked out for, the timeout of a job whose worker sets none)
         self._default_timeout: tuple[ClientConfig | None, timedelta | None] = (None, None)
+        # TESTING ONLY: the unit of the completer's retry back-off (``Completer(backoff_unit=)``),
+        # shortened by tests of the retry paths; read when the completer is made (at start).
+        self.completer_backoff_unit = COMPLETER_BACKOFF_UNIT
         if config.queues and not len(self.workers):
             raise ValidationError("a client that works queues needs workers (pass workers=Workers(...))")
 
@@ -471,7 +475,8 @@ class ClientCore:
         return Start(poll_only=not self.config.notifications)
 
     def make_completer(self) -> Completer:
-        return Completer(self._rng, flush_when_idle=self.config.group_commit)
+        return Completer(self._rng, flush_when_idle=self.config.group_commit,
+                         backoff_unit=self.completer_backoff_unit)
 
     # -- leadership and leader-only machines -------------------------------
 
