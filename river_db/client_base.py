@@ -14,7 +14,8 @@ attributes ``_log``, ``_clock``, ``_outermost`` (the resumable-steps middleware)
 ``testing_claim_hook`` (see ``ClaimHook``) is a seam for cross-implementation
 tests only; production code leaves it ``None``. ``testing_completer_backoff_unit``
 (set before ``start``) shortens the completer's retry back-off for tests of its
-retry paths; production code leaves it at one second.
+retry paths; production code leaves it at one second. ``testing_settings_poll_interval``
+(set before ``start``) shortens the producers' settings poll (2 s) for tests that wait one out.
 """
 
 from __future__ import annotations
@@ -163,6 +164,19 @@ class ClientBase:
         if unit <= timedelta(0):
             raise ValueError(f"testing_completer_backoff_unit must be positive, got {unit}")
         self._core.completer_backoff_unit = unit
+
+    @property
+    def testing_settings_poll_interval(self) -> timedelta:
+        """TESTING ONLY: how often this client's producers poll their queue's settings (2 s, as
+        River; poll-only clients learn of pauses and cancels this way). Tests that wait out a
+        poll shorten it before ``start``."""
+        return self._core.settings_poll_interval
+
+    @testing_settings_poll_interval.setter
+    def testing_settings_poll_interval(self, interval: timedelta) -> None:
+        if interval <= timedelta(0):
+            raise ValueError(f"testing_settings_poll_interval must be positive, got {interval}")
+        self._core.settings_poll_interval = interval
 
     # ---------------------------------------------------------------- driver hooks
 

@@ -40,6 +40,7 @@ from river_protocol.constants import (
     NOTIFICATION_RETENTION,
     QUEUE_CLEANER_INTERVAL,
     QUEUE_RETENTION,
+    QUEUE_SETTINGS_POLL_INTERVAL,
     REINDEX_DEFAULT_INDEXES,
     RESCUER_INTERVAL,
     SCHEDULER_INTERVAL,
@@ -382,6 +383,9 @@ class ClientCore:
         # TESTING ONLY: the unit of the completer's retry back-off (``Completer(backoff_unit=)``),
         # shortened by tests of the retry paths; read when the completer is made (at start).
         self.completer_backoff_unit = COMPLETER_BACKOFF_UNIT
+        # TESTING ONLY: how often producers poll their queue's settings (and, poll-only, the
+        # control messages); 2 s as River, shortened by tests that wait out a poll.
+        self.settings_poll_interval = QUEUE_SETTINGS_POLL_INTERVAL
         if config.queues and not len(self.workers):
             raise ValidationError("a client that works queues needs workers (pass workers=Workers(...))")
 
@@ -459,6 +463,7 @@ class ClientCore:
                 fetch_cooldown=q.fetch_cooldown, fetch_poll_interval=q.fetch_poll_interval,
                 poll_only=not self.config.notifications, kinds=claim.kinds, tags_any=claim.tags_any,
                 untagged_only=claim.untagged_only, async_claim_commit=q.async_claim_commit,
+                settings_poll_interval=self.settings_poll_interval,
             ),
             self._rng,
         )
