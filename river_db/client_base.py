@@ -16,6 +16,8 @@ tests only; production code leaves it ``None``. ``testing_completer_backoff_unit
 (set before ``start``) shortens the completer's retry back-off for tests of its
 retry paths; production code leaves it at one second. ``testing_settings_poll_interval``
 (set before ``start``) shortens the producers' settings poll (2 s) for tests that wait one out.
+``testing_listen_probe_timeout`` (seconds, set before ``start``) shortens the wait of the
+listener's probe (``river_db.listen_probe``, 2 s) for tests behind a transaction pooler.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from river_db.client_support import (
 )
 from river_db.job_runs import JobRun, RunTable
 from river_db.listen_probe import notifications_setting, warn_unavailable
+from river_db.notify_settings import PROBE_TIMEOUT
 from river_db.periodic_jobs import PeriodicJobs
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
@@ -151,6 +154,9 @@ class ClientBase:
         self._lifecycle = Lifecycle()
         self._hard_stop = False
         self.testing_claim_hook: ClaimHook | None = None  # TESTING ONLY: see ClaimHook
+        # TESTING ONLY: seconds the listener's probe waits at start (PROBE_TIMEOUT, 2 s);
+        # tests behind a transaction pooler, where every probe waits it out, shorten it.
+        self.testing_listen_probe_timeout: float = PROBE_TIMEOUT
         self._init_driver()
 
     @property
@@ -208,7 +214,7 @@ class ClientBase:
         """The started listener failed its probe (``river_db.listen_probe``): say so once and
         poll. Call before the producers start (they start with ``core.producer_start()``) and
         before leadership is made."""
-        warn_unavailable(self._log)
+        warn_unavailable(self._log, self.testing_listen_probe_timeout)
         self._core.listener_unavailable()
 
     # ---------------------------------------------------------------- properties
