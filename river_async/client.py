@@ -537,7 +537,7 @@ class Client(ClientBase):
         if self._leadership.enabled:
             await notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification)
         await nursery.start(notifier.run)
-        if not await notifier.probe():
+        if not await notifier.probe(self.testing_listen_probe_timeout):
             notifier = NullNotifier()
             self._listener_unavailable()
         self._notifier = notifier

@@ -42,6 +42,7 @@ from river_db.notify_settings import (
     LISTENER_TIMEOUT,
     MAX_CHANNEL_BYTES,
     PING_INTERVAL,
+    PROBE_TIMEOUT,
     SQLITE_POLL_INTERVAL,
     default_backoff,
 )
@@ -93,7 +94,7 @@ class NotifierProtocol(Protocol):
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None: ...
 
-    async def probe(self) -> bool: ...
+    async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool: ...
 
 
 def _validate_topic(topic: str) -> None:
@@ -126,7 +127,7 @@ class NullNotifier:
         task_status.started()
         await anyio.sleep_forever()
 
-    async def probe(self) -> bool:
+    async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         await anyio.lowlevel.checkpoint()
         return True
 
@@ -337,12 +338,12 @@ class Notifier(_Hub):
 
         await self._serve(body)
 
-    async def probe(self) -> bool:
-        """Whether a notification sent to ourselves from another connection arrives
-        (``river_db.listen_probe``). False behind a pooler in transaction mode, and then
+    async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
+        """Whether a notification sent to ourselves from another connection arrives within
+        ``timeout`` seconds (``river_db.listen_probe``). False behind a pooler in transaction mode, and then
         ``run`` returns: a listener that hears nothing is closed. True when there was
         nothing to probe (not listening now, or no room for the probe's channel)."""
-        probe = ListenProbe()
+        probe = ListenProbe(timeout=timeout)
         prefix = self._prefix
         if not self._up or not prefix or not probe.fits(prefix):
             await anyio.lowlevel.checkpoint()
@@ -519,7 +520,7 @@ class SQLiteNotifier(_Hub):
 
         await self._serve(body)
 
-    async def probe(self) -> bool:
+    async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         await anyio.lowlevel.checkpoint()
         return True  # the outbox is a table: it has no connection to lose notifications on
 

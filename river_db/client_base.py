@@ -12,7 +12,12 @@ Driver hooks: ``_bind_database``, ``_unbind_database``, ``_make_leadership``,
 attributes ``_log``, ``_clock``, ``_outermost`` (the resumable-steps middleware).
 
 ``testing_claim_hook`` (see ``ClaimHook``) is a seam for cross-implementation
-tests only; production code leaves it ``None``.
+tests only; production code leaves it ``None``. ``testing_completer_backoff_unit``
+(set before ``start``) shortens the completer's retry back-off for tests of its
+retry paths; production code leaves it at one second. ``testing_settings_poll_interval``
+(set before ``start``) shortens the producers' settings poll (2 s) for tests that wait one out.
+``testing_listen_probe_timeout`` (seconds, set before ``start``) shortens the wait of the
+listener's probe (``river_db.listen_probe``, 2 s) for tests behind a transaction pooler.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from river_db.client_support import (
 )
 from river_db.job_runs import JobRun, RunTable
 from river_db.listen_probe import notifications_setting, warn_unavailable
+from river_db.notify_settings import PROBE_TIMEOUT
 from river_db.periodic_jobs import PeriodicJobs
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
@@ -148,7 +154,35 @@ class ClientBase:
         self._lifecycle = Lifecycle()
         self._hard_stop = False
         self.testing_claim_hook: ClaimHook | None = None  # TESTING ONLY: see ClaimHook
+        # TESTING ONLY: seconds the listener's probe waits at start (PROBE_TIMEOUT, 2 s);
+        # tests behind a transaction pooler, where every probe waits it out, shorten it.
+        self.testing_listen_probe_timeout: float = PROBE_TIMEOUT
         self._init_driver()
+
+    @property
+    def testing_completer_backoff_unit(self) -> timedelta:
+        """TESTING ONLY: the unit of the completer's retry back-off (1 s; waits are 1, 2, 4
+        units). Tests of the retry paths shorten it before ``start`` to run the same steps faster."""
+        return self._core.completer_backoff_unit
+
+    @testing_completer_backoff_unit.setter
+    def testing_completer_backoff_unit(self, unit: timedelta) -> None:
+        if unit <= timedelta(0):
+            raise ValueError(f"testing_completer_backoff_unit must be positive, got {unit}")
+        self._core.completer_backoff_unit = unit
+
+    @property
+    def testing_settings_poll_interval(self) -> timedelta:
+        """TESTING ONLY: how often this client's producers poll their queue's settings (2 s, as
+        River; poll-only clients learn of pauses and cancels this way). Tests that wait out a
+        poll shorten it before ``start``."""
+        return self._core.settings_poll_interval
+
+    @testing_settings_poll_interval.setter
+    def testing_settings_poll_interval(self, interval: timedelta) -> None:
+        if interval <= timedelta(0):
+            raise ValueError(f"testing_settings_poll_interval must be positive, got {interval}")
+        self._core.settings_poll_interval = interval
 
     # ---------------------------------------------------------------- driver hooks
 
@@ -180,7 +214,7 @@ class ClientBase:
         """The started listener failed its probe (``river_db.listen_probe``): say so once and
         poll. Call before the producers start (they start with ``core.producer_start()``) and
         before leadership is made."""
-        warn_unavailable(self._log)
+        warn_unavailable(self._log, self.testing_listen_probe_timeout)
         self._core.listener_unavailable()
 
     # ---------------------------------------------------------------- properties

@@ -25,6 +25,7 @@ from river_protocol.constants import (
     CANCELLED_RETENTION_DEFAULT,
     CLIENT_ID_MAX_LEN,
     COMPLETED_RETENTION_DEFAULT,
+    COMPLETER_BACKOFF_UNIT,
     DISCARDED_RETENTION_DEFAULT,
     ELECT_INTERVAL,
     ELECT_INTERVAL_JITTER,
@@ -39,6 +40,7 @@ from river_protocol.constants import (
     NOTIFICATION_RETENTION,
     QUEUE_CLEANER_INTERVAL,
     QUEUE_RETENTION,
+    QUEUE_SETTINGS_POLL_INTERVAL,
     REINDEX_DEFAULT_INDEXES,
     RESCUER_INTERVAL,
     SCHEDULER_INTERVAL,
@@ -378,6 +380,12 @@ class ClientCore:
         self._breakers: dict[str, mnt.BatchSizeBreaker] = {}
         # (the config it was worked out for, the timeout of a job whose worker sets none)
         self._default_timeout: tuple[ClientConfig | None, timedelta | None] = (None, None)
+        # TESTING ONLY: the unit of the completer's retry back-off (``Completer(backoff_unit=)``),
+        # shortened by tests of the retry paths; read when the completer is made (at start).
+        self.completer_backoff_unit = COMPLETER_BACKOFF_UNIT
+        # TESTING ONLY: how often producers poll their queue's settings (and, poll-only, the
+        # control messages); 2 s as River, shortened by tests that wait out a poll.
+        self.settings_poll_interval = QUEUE_SETTINGS_POLL_INTERVAL
         if config.queues and not len(self.workers):
             raise ValidationError("a client that works queues needs workers (pass workers=Workers(...))")
 
@@ -455,6 +463,7 @@ class ClientCore:
                 fetch_cooldown=q.fetch_cooldown, fetch_poll_interval=q.fetch_poll_interval,
                 poll_only=not self.config.notifications, kinds=claim.kinds, tags_any=claim.tags_any,
                 untagged_only=claim.untagged_only, async_claim_commit=q.async_claim_commit,
+                settings_poll_interval=self.settings_poll_interval,
             ),
             self._rng,
         )
@@ -471,7 +480,8 @@ class ClientCore:
         return Start(poll_only=not self.config.notifications)
 
     def make_completer(self) -> Completer:
-        return Completer(self._rng, flush_when_idle=self.config.group_commit)
+        return Completer(self._rng, flush_when_idle=self.config.group_commit,
+                         backoff_unit=self.completer_backoff_unit)
 
     # -- leadership and leader-only machines -------------------------------
 

@@ -45,6 +45,8 @@ COMPLETER_BACKLOG_SIGNAL = 5_000
 COMPLETER_BACKPRESSURE_HIGH = 10_000
 COMPLETER_BACKPRESSURE_LOW = 5_000
 COMPLETER_MAX_ATTEMPTS = 3
+# The completer's retry back-off is this unit times 1, 2, 4 (then again): the service back-off.
+COMPLETER_BACKOFF_UNIT = timedelta(seconds=1)
 # A stopping completer retries transient failures this long before it reports them dropped:
 # long enough for a pooler restart or a failover, short enough that a stop in an outage ends.
 COMPLETER_STOP_GRACE = timedelta(seconds=30)

@@ -396,7 +396,7 @@ class Client(ClientBase):
         if self._leadership.enabled:
             self._notify_subs.append(notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification))
         notifier.start()
-        if not notifier.probe():
+        if not notifier.probe(self.testing_listen_probe_timeout):
             notifier.stop()
             notifier = NullNotifier()
             self._listener_unavailable()

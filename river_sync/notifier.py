@@ -42,6 +42,7 @@ from river_db.notify_settings import (  # noqa: E402
     LISTENER_TIMEOUT,
     MAX_CHANNEL_BYTES,
     PING_INTERVAL,
+    PROBE_TIMEOUT,
     SQLITE_POLL_INTERVAL,
     default_backoff,
 )
@@ -68,7 +69,7 @@ class NotifierProtocol(Protocol):
 
     def start(self) -> None: ...
 
-    def probe(self) -> bool: ...
+    def probe(self, timeout: float = PROBE_TIMEOUT) -> bool: ...
 
     def stop(self) -> None: ...
 
@@ -85,7 +86,7 @@ class NullNotifier:
     def start(self) -> None:
         pass
 
-    def probe(self) -> bool:
+    def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         return True
 
     def stop(self) -> None:
@@ -293,11 +294,12 @@ class Notifier(_Hub):
         # Topics subscribed before start are LISTENed once this returns.
         listening.wait(self._connect_timeout)
 
-    def probe(self) -> bool:
-        """Whether a notification sent to ourselves from another connection arrives
-        (``river_db.listen_probe``); False behind a pooler in transaction mode. True when
-        there was nothing to probe (not listening now, or no room for the probe's channel)."""
-        probe = ListenProbe()
+    def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
+        """Whether a notification sent to ourselves from another connection arrives within
+        ``timeout`` seconds (``river_db.listen_probe``); False behind a pooler in transaction
+        mode. True when there was nothing to probe (not listening now, or no room for the
+        probe's channel)."""
+        probe = ListenProbe(timeout=timeout)
         with self._state_lock:
             if self._thread is None or self._down or not self._prefix or not probe.fits(self._prefix):
                 return True
@@ -496,7 +498,7 @@ class SQLiteNotifier(_Hub):
                                             name="river-sqlite-notifier-poll", daemon=True)
             self._thread.start()
 
-    def probe(self) -> bool:
+    def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         return True  # the outbox is a table: it has no connection to lose notifications on
 
     def stop(self) -> None:

@@ -13,6 +13,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -23,6 +24,16 @@ settings.register_profile(
 )
 settings.register_profile("dev", deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+_T = TypeVar("_T")
+
+
+def costly_examples(test: _T) -> _T:
+    """For a property test whose examples are costly to draw (a consistent one-state job row
+    takes ~35 ms): CI draws 25, so the suite keeps to its budget; locally the profile's 100
+    keep exploring. Put it above ``@given``."""
+    return settings(max_examples=25)(test) if os.environ.get("CI") else test
+
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 

@@ -26,6 +26,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 SEARCH = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer", "/usr/local/bin/pgbouncer")
 START_TIMEOUT = 15.0
+# The listener probe's wait (seconds; River's 2 s in production) for clients behind the
+# transaction pool: there LISTEN is never read, so every client start waits the probe out.
+TRANSACTION_POOL_PROBE_TIMEOUT = 0.25
 
 
 class PgBouncerUnavailable(RuntimeError):

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from river_protocol.constants import (
     COMPLETER_BACKLOG_SIGNAL,
+    COMPLETER_BACKOFF_UNIT,
     COMPLETER_BACKPRESSURE_HIGH,
     COMPLETER_BACKPRESSURE_LOW,
     COMPLETER_FLUSH_EVERY_NTH_TICK,
@@ -175,8 +176,12 @@ class Completer(Machine):
         backpressure_high: int = COMPLETER_BACKPRESSURE_HIGH,
         backpressure_low: int = COMPLETER_BACKPRESSURE_LOW,
         flush_when_idle: bool = False,
+        backoff_unit: timedelta = COMPLETER_BACKOFF_UNIT,
     ) -> None:
-        """``flush_when_idle`` turns Go's timed batching into group commit: requests are sent
+        """``backoff_unit`` scales the retry back-off (1 s, 2 s, 4 s at the default); only
+        tests shorten it, so retry paths run in a fraction of the time with the same steps.
+
+        ``flush_when_idle`` turns Go's timed batching into group commit: requests are sent
         as soon as no statement is in flight (on a tick due at once, after the driver has
         handed over the events it holds), and requests arriving meanwhile form the next
         batch. Rows end up exactly the same; only when they are written changes (low latency
@@ -197,6 +202,7 @@ class Completer(Machine):
         self._dropped: list[Dropped] = []
         self._stopped_now = False
         self._flush_when_idle = flush_when_idle
+        self._backoff_scale = backoff_unit / COMPLETER_BACKOFF_UNIT
         self._stop_deadline: datetime | None = None  # retries of transient failures end here
 
     # ---------------------------------------------------------------- views
@@ -344,7 +350,7 @@ class Completer(Machine):
         self._next(now)
 
     def _retry_later(self, batch: _Batch, now: datetime) -> None:
-        wait = exponential_backoff(batch.attempt, COMPLETER_MAX_ATTEMPTS, self._rng)
+        wait = exponential_backoff(batch.attempt, COMPLETER_MAX_ATTEMPTS, self._rng) * self._backoff_scale
         self._timers["retry"] = now + wait
         batch.attempt += 1
         self._current = batch

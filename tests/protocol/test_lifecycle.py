@@ -31,6 +31,7 @@ from river_protocol.testing.lifecycle import (
     run_lifecycle,
 )
 from river_protocol.unique import UniqueOpts, truncate_to_period, unique_fields_of, unique_key
+from tests.conftest import costly_examples
 
 LIFECYCLE = settings(max_examples=100, stateful_step_count=40, deadline=None)
 QUICK = settings(max_examples=30, stateful_step_count=25, deadline=None, database=None)
@@ -136,6 +137,7 @@ def test_ledger_counts_attempts_as_claims_minus_refunds() -> None:
 # ---------------------------------------------------------------- retry bounds
 
 
+@costly_examples
 @given(rst.job_rows(state=JobState.RUNNING), rst.aware_datetimes(), st.floats(0, 1, exclude_max=True))
 def test_default_retry_delay_stays_within_ten_percent_of_n_to_the_fourth(
     row: JobRow, now: datetime, rand: float
@@ -152,6 +154,7 @@ def _ns(moment: datetime) -> int:
     return (delta.days * 86400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
+@costly_examples
 @given(rst.job_rows(state=JobState.RUNNING), rst.aware_datetimes(), st.floats(0, 1, exclude_max=True),
        rst.outcomes(kinds=(Failed,)))
 def test_a_failure_retries_in_the_future_or_discards_when_attempts_are_spent(

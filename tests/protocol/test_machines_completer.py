@@ -165,6 +165,17 @@ def test_retries_with_backoff_then_requeues() -> None:
     assert c._pending[1].update.state is JobState.RETRYABLE  # the newer one survives
 
 
+def test_backoff_unit_scales_the_retry_waits() -> None:
+    c = Completer(FixedRng(1.0), backoff_unit=timedelta(milliseconds=100))  # +10 % jitter
+    c.handle(submit(1), at(0))
+    stmt = statement(c.handle(Tick(), at(0)))
+    c.handle(IntentFailed(stmt, RuntimeError("x")), at(1))
+    assert c._timers["retry"] == at(1.11)  # 1.1 units of 0.1 s
+    stmt2 = statement(c.handle(Tick(), at(1.11)))
+    c.handle(IntentFailed(stmt2, RuntimeError("x")), at(2))
+    assert c._timers["retry"] == at(2.22)
+
+
 def test_fatal_error_drops_and_reports() -> None:
     c = Completer(FixedRng())
     c.handle(submit(1, ctx="ctx"), at(0))

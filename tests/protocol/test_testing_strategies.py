@@ -31,6 +31,7 @@ from river_protocol.states import JobState
 from river_protocol.testing import strategies as rst
 from river_protocol.testing.harness import InvariantViolation, build_result, drive
 from river_protocol.unique import REQUIRED_UNIQUE_STATES, STATE_BITS, UniqueOpts
+from tests.conftest import costly_examples
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
@@ -105,18 +106,21 @@ def test_job_rows_are_consistent(row: JobRow) -> None:
     assert_consistent(row)
 
 
+@costly_examples
 @given(rst.job_rows(state=JobState.RUNNING))
 def test_running_rows_were_claimed_and_have_not_failed_this_attempt(row: JobRow) -> None:
     assert_consistent(row)
     assert row.state is JobState.RUNNING and row.attempt >= 1 and len(row.errors) < row.attempt
 
 
+@costly_examples
 @given(rst.job_rows(state=JobState.RETRYABLE))
 def test_retryable_rows_failed_at_least_once(row: JobRow) -> None:
     assert_consistent(row)
     assert row.errors
 
 
+@costly_examples
 @given(rst.job_rows(state=JobState.PENDING))
 def test_pending_rows_were_never_attempted(row: JobRow) -> None:
     assert row.attempt == 0 and row.attempted_at is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -127,10 +128,12 @@ def test_pause_and_resume_on_the_working_client(h: Harness, client_db_url: str) 
 @pytest.mark.parametrize("notifications", [True, pytest.param(False, marks=pytest.mark.one_async_backend)])
 def test_pause_on_one_client_stops_another(h: Harness, client_db_url: str, notifications: bool) -> None:
     """Pause/resume reach every client: by river_control (Postgres LISTEN / SQLite outbox) or
-    by the 2 s settings poll of poll-only clients."""
+    by the settings poll of poll-only clients (2 s; 0.2 s here)."""
     seen: list[str] = []
     worker = fast_client(h, client_db_url, h.workers(lambda args: seen.append(args.name), Task),
                          notifications=notifications)
+    if not notifications:  # only polling can bring the pause: poll sooner than River's 2 s
+        h.raw(worker).testing_settings_poll_interval = timedelta(milliseconds=200)
     admin = h.client(client_db_url)
     events = worker.subscribe([EventKind.QUEUE_PAUSED, EventKind.QUEUE_RESUMED, EventKind.JOB_COMPLETED])
     with worker, admin:

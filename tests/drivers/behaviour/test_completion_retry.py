@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -24,6 +25,10 @@ from behaviour.support import fast_client, row, wait_for, wait_for_all
 from river_sync import EventKind, InsertManyParams, JobState
 
 pytestmark = pytest.mark.postgres
+
+# The completer's back-off unit here (1 s in production): retries wait 0.1, 0.2, 0.4 s, so the
+# same sequences of refused attempts run in a tenth of the time.
+_UNIT = timedelta(milliseconds=100)
 
 _FAULT = """
 CREATE TABLE river_test_fault (enabled boolean NOT NULL, code text NOT NULL, job_id bigint);
@@ -97,6 +102,11 @@ def _assert_recorded_once(fault: Fault, job_id: int, runs: dict[str, int], name:
     assert _not_recorded(caplog) == []
 
 
+def _quick(h: Harness, client: Any) -> Any:
+    h.raw(client).testing_completer_backoff_unit = _UNIT
+    return client
+
+
 def _counting_worker(h: Harness, runs: dict[str, int]) -> Any:
     def work(args: Task) -> None:
         runs[args.name] = runs.get(args.name, 0) + 1
@@ -110,7 +120,7 @@ def test_a_transient_completion_failure_is_retried_until_recorded(
     h: Harness, fault: Fault, code: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     runs: dict[str, int] = {}
-    client = fast_client(h, fault.url, _counting_worker(h, runs), leader_election=False)
+    client = _quick(h, fast_client(h, fault.url, _counting_worker(h, runs), leader_election=False))
     sub = client.subscribe([EventKind.JOB_COMPLETED])
     fault.on(code)
     with caplog.at_level(logging.INFO), client:
@@ -129,7 +139,7 @@ def test_a_stopping_client_keeps_retrying_its_last_completions(
     h: Harness, fault: Fault, caplog: pytest.LogCaptureFixture
 ) -> None:
     runs: dict[str, int] = {}
-    client = fast_client(h, fault.url, _counting_worker(h, runs), leader_election=False)
+    client = _quick(h, fast_client(h, fault.url, _counting_worker(h, runs), leader_election=False))
     fault.on("40001")
     with caplog.at_level(logging.INFO):
         client.start()
@@ -150,8 +160,8 @@ def test_a_refused_update_does_not_hold_back_its_batch(
     h: Harness, fault: Fault, caplog: pytest.LogCaptureFixture
 ) -> None:
     gate = threading.Event()
-    client = fast_client(h, fault.url, h.workers(lambda args: gate.wait(WAIT), Task, threaded=True),
-                         leader_election=False)
+    client = _quick(h, fast_client(h, fault.url, h.workers(lambda args: gate.wait(WAIT), Task, threaded=True),
+                                   leader_election=False))
     sub = client.subscribe([EventKind.JOB_COMPLETED])
     with caplog.at_level(logging.INFO), client:
         results = client.insert_many([InsertManyParams(Task(f"b {i}")) for i in range(8)])
@@ -176,8 +186,8 @@ def test_completions_survive_an_outage_during_stop(h: Harness, fault: Fault,
     gate = threading.Event()
     proxy, url = TcpProxy.in_front_of(fault.url)
     try:
-        client = fast_client(h, url, h.workers(lambda args: gate.wait(WAIT), Task, threaded=True),
-                             leader_election=False, notifications=False)
+        client = _quick(h, fast_client(h, url, h.workers(lambda args: gate.wait(WAIT), Task, threaded=True),
+                                       leader_election=False, notifications=False))
         with caplog.at_level(logging.INFO):
             client.start()
             job_id = client.insert(Task("through the outage")).job.id
@@ -186,7 +196,7 @@ def test_completions_survive_an_outage_during_stop(h: Harness, fault: Fault,
             gate.set()
             stopper = threading.Thread(target=client.stop)
             stopper.start()
-            stopper.join(5)  # three attempts (1 s and 2 s apart) are over by now
+            stopper.join(1)  # three attempts (0.1 s and 0.2 s apart) are over by now
             assert stopper.is_alive()
             proxy.restore()
             stopper.join(WAIT)
@@ -196,3 +206,13 @@ def test_completions_survive_an_outage_during_stop(h: Harness, fault: Fault,
     stored = row(fault.url, job_id)
     assert stored.state is JobState.COMPLETED and stored.attempt == 1
     assert _not_recorded(caplog) == []
+
+
+def test_the_testing_backoff_unit_defaults_to_a_second_and_must_be_positive(h: Harness, fault: Fault) -> None:
+    client = fast_client(h, fault.url, _counting_worker(h, {}), leader_election=False)
+    raw = h.raw(client)
+    assert raw.testing_completer_backoff_unit == timedelta(seconds=1)
+    with pytest.raises(ValueError, match="must be positive"):
+        raw.testing_completer_backoff_unit = timedelta(0)
+    raw.testing_completer_backoff_unit = _UNIT
+    assert raw.testing_completer_backoff_unit == _UNIT

@@ -24,6 +24,7 @@ from test_client_support import Task  # type: ignore[import-not-found]
 
 from behaviour.support import fast_client, leader_client, row, wait_for, wait_for_all
 from river_sync import Database, EventKind, InsertManyParams, JobState, QueueConfig
+from tests.pgbouncer import TRANSACTION_POOL_PROBE_TIMEOUT
 
 pytestmark = pytest.mark.postgres
 
@@ -38,6 +39,13 @@ def bounced_fixture(_migrated_pg: str, pgbouncer: Any) -> Iterator[tuple[str, st
     yield pgbouncer.url(_migrated_pg), _migrated_pg
 
 
+def _pooled(h: Harness, client: Any) -> Any:
+    """A client behind the transaction pool: its listener probe fails whatever it waits, so
+    it waits less than River's 2 s."""
+    h.raw(client).testing_listen_probe_timeout = TRANSACTION_POOL_PROBE_TIMEOUT
+    return client
+
+
 def _states(direct: str) -> dict[str, int]:
     with psycopg.connect(direct, autocommit=True) as conn:
         return dict(conn.execute("SELECT state::text, count(*) FROM river_job GROUP BY 1").fetchall())
@@ -47,7 +55,7 @@ def test_insert_in_a_callers_transaction_commits_and_rolls_back(
     h: Harness, bounced: tuple[str, str]
 ) -> None:
     url, direct = bounced
-    client = fast_client(h, url, h.workers(lambda args: None, Task))
+    client = _pooled(h, fast_client(h, url, h.workers(lambda args: None, Task)))
     sub = client.subscribe([EventKind.JOB_COMPLETED])
     # The caller's own connection through PgBouncer, with psycopg's default prepare_threshold:
     # River's statements on it are never prepared, however often they run.
@@ -73,10 +81,10 @@ def test_burn_down_works_every_job_exactly_once(h: Harness, bounced: tuple[str, 
         with lock:
             runs[args.name] = runs.get(args.name, 0) + 1
 
-    client = fast_client(h, url, h.workers(work, Task),
-                         queues={"default": QueueConfig(max_workers=50,
-                                                        fetch_cooldown=timedelta(milliseconds=5),
-                                                        fetch_poll_interval=timedelta(milliseconds=50))})
+    client = _pooled(h, fast_client(h, url, h.workers(work, Task),
+                                    queues={"default": QueueConfig(max_workers=50,
+                                                                   fetch_cooldown=timedelta(milliseconds=5),
+                                                                   fetch_poll_interval=timedelta(milliseconds=50))}))
     with client:
         client.insert_many([InsertManyParams(Task(f"job {i}")) for i in range(BURN_DOWN // 2)])
         for i in range(BURN_DOWN // 2, BURN_DOWN, 50):
@@ -94,8 +102,8 @@ def test_burn_down_works_every_job_exactly_once(h: Harness, bounced: tuple[str, 
 def test_one_leader_resigns_and_the_other_takes_over(h: Harness, bounced: tuple[str, str]) -> None:
     url, direct = bounced
     workers = h.workers(lambda args: None, Task)
-    a = leader_client(h, url, workers, client_id="client_a")
-    b = leader_client(h, url, workers, client_id="client_b", leader_election=FAST_ELECTION)
+    a = _pooled(h, leader_client(h, url, workers, client_id="client_a"))
+    b = _pooled(h, leader_client(h, url, workers, client_id="client_b", leader_election=FAST_ELECTION))
     both: list[bool] = []
     watching = threading.Event()
 
@@ -129,10 +137,10 @@ def test_periodic_and_maintenance_run_through_the_pool(h: Harness, bounced: tupl
     from river_sync import PeriodicJob
 
     url, direct = bounced
-    client = leader_client(
+    client = _pooled(h, leader_client(
         h, url, h.workers(lambda args: None, Task),
         periodic_jobs=[PeriodicJob(timedelta(milliseconds=200), lambda: Task("tick"), run_on_start=True)],
-    )
+    ))
     sub = client.subscribe([EventKind.JOB_COMPLETED])
     with client:
         assert client.wait_leader(True, WAIT)
@@ -156,7 +164,8 @@ def test_listener_behind_transaction_pooling_warns_once_and_polls(
     h: Harness, bounced: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     url, direct = bounced
-    client = fast_client(h, url, h.workers(lambda args: None, Task), leader_election=FAST_ELECTION)
+    client = _pooled(h, fast_client(h, url, h.workers(lambda args: None, Task),
+                                    leader_election=FAST_ELECTION))
     sub = client.subscribe([EventKind.JOB_COMPLETED])
     with caplog.at_level(logging.WARNING), client:
         assert h.raw(client)._core.config.notifications is False
@@ -173,6 +182,7 @@ def test_listener_behind_transaction_pooling_warns_once_and_polls(
     warnings = _probe_warnings(caplog)
     assert len(warnings) == 1
     assert "pool_mode = transaction" in warnings[0] and "notifications=" in warnings[0]
+    assert f"within {TRANSACTION_POOL_PROBE_TIMEOUT:.1f} s" in warnings[0]  # the wait it gave
 
 
 def test_a_direct_notifications_url_keeps_listening(
@@ -215,3 +225,8 @@ def test_a_notifications_url_is_checked(h: Harness, bounced: tuple[str, str], tm
         h.client(f"sqlite:///{tmp_path}/r.sqlite3", notifications=url)
     with pytest.raises(ValidationError, match="True, False or"):
         h.client(url, notifications=1.5)
+
+
+def test_the_testing_probe_timeout_defaults_to_river_s(h: Harness, bounced: tuple[str, str]) -> None:
+    url, _direct = bounced
+    assert h.raw(h.client(url)).testing_listen_probe_timeout == 2.0
