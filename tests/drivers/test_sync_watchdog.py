@@ -66,3 +66,33 @@ def test_a_failing_action_does_not_stop_the_watchdog() -> None:
     finally:
         dog.stop()
     assert not dog._thread.is_alive()
+
+
+def test_filling_a_bucket_is_adding_and_one_deadline_has_one_bucket() -> None:
+    lock = threading.Lock()
+    dog = _Watchdog(lock)
+    fired: list[str] = []
+    both = threading.Event()
+
+    def action(run: Run) -> None:
+        fired.append(run.name)
+        if len(fired) == 2:
+            both.set()
+
+    dog.start()
+    try:
+        when = time.monotonic() + 0.03
+        a, b, gone = Run("a"), Run("b"), Run("gone")
+        with lock:
+            slot, bucket = dog.bucket(when)
+            assert dog.bucket(when) == (slot, bucket) and dog.bucket(when)[1] is bucket
+            bucket[a] = action  # what a claim's chunk does for each job sharing the deadline
+            bucket[gone] = action
+            assert dog.add(b, when, action) == slot
+            dog.drop(gone, slot)
+            assert set(bucket) == {a, b}
+        assert both.wait(WAIT)
+        time.sleep(0.05)
+    finally:
+        dog.stop()
+    assert sorted(fired) == ["a", "b"]
