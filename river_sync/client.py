@@ -103,6 +103,9 @@ def _open_database(database: Any, schema: str | None) -> tuple[Database, bool]:
 # ---------------------------------------------------------------- watchdog
 
 DEADLINE_GRAIN = 0.01  # seconds: deadlines share buckets this wide, so one may fire this much late
+# Stands for a bucket whose runs all left: the dict they filled is freed, the slot stays in the
+# heap. Never written to (bucket() hands out a fresh dict in its place); popped, it fires nothing.
+_EMPTIED: dict[Any, Callable[[Any], None]] = {}
 
 
 class _Watchdog:
@@ -111,8 +114,10 @@ class _Watchdog:
     Deadlines go into buckets ``DEADLINE_GRAIN`` wide, keyed by the run: adding
     and dropping one is a dict operation under the client's lock (held anyway
     when a run starts and ends), and a finished run leaves its bucket at once
-    rather than waiting in a heap for its deadline. Only a new bucket touches the
-    heap. Times are ``time.monotonic()`` seconds.
+    rather than waiting in a heap for its deadline; when the last one leaves, its
+    bucket is swapped for the shared ``_EMPTIED`` (an emptied dict keeps its table:
+    buckets of finished claims held megabytes over a 60 s timeout). Only a new slot
+    touches the heap. Times are ``time.monotonic()`` seconds.
     """
 
     def __init__(self, lock: threading.Lock, clock: Callable[[], float] = time.monotonic) -> None:
@@ -144,6 +149,8 @@ class _Watchdog:
             heapq.heappush(self._slots, slot)
             if earliest:  # a later bucket can't change how long the thread sleeps
                 self._cond.notify()
+        elif bucket is _EMPTIED:  # its slot is still in the heap: a fresh table, no push
+            bucket = self._buckets[slot] = {}
         return slot, bucket
 
     def drop(self, run: Any, slot: int) -> None:
@@ -151,6 +158,8 @@ class _Watchdog:
         bucket = self._buckets.get(slot)
         if bucket is not None:
             bucket.pop(run, None)
+            if not bucket:  # an emptied dict would keep its table until its slot came round
+                self._buckets[slot] = _EMPTIED
 
     def stop(self) -> None:
         with self._cond:
@@ -642,9 +651,12 @@ class Client(ClientBase):
             if watchdog is not None:
                 # _Watchdog.drop's body: every finished run passes here, and the call was about
                 # 600 of the 2,100 instructions a no-op job still spent on its deadline (callgrind).
-                bucket = watchdog._buckets.get(slot)
+                buckets = watchdog._buckets
+                bucket = buckets.get(slot)
                 if bucket is not None:
                     bucket.pop(run, None)
+                    if not bucket:
+                        buckets[slot] = _EMPTIED
         if not self._runs:  # what the only waiter, _stop, waits for
             self._runs_idle.notify_all()
 

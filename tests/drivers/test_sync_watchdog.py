@@ -96,3 +96,26 @@ def test_filling_a_bucket_is_adding_and_one_deadline_has_one_bucket() -> None:
     finally:
         dog.stop()
     assert sorted(fired) == ["a", "b"]
+
+
+def test_the_last_run_dropped_takes_its_bucket_and_a_later_add_there_still_fires() -> None:
+    lock = threading.Lock()
+    dog = _Watchdog(lock)
+    fired = threading.Event()
+    dog.start()
+    try:
+        when = time.monotonic() + 0.05
+        a, b = Run("a"), Run("b")
+        with lock:
+            slot = dog.add(a, when, lambda run: None)
+            dog.add(b, when, lambda run: None)
+            dog.drop(a, slot)
+            assert slot in dog._buckets
+            dog.drop(b, slot)
+            assert dog._buckets[slot] == {}  # the shared stand-in, not the table a and b filled
+            dog.drop(b, slot)  # a bucket already gone is harmless
+            assert dog.add(Run("late"), when, lambda run: fired.set()) == slot
+        assert fired.wait(WAIT)
+    finally:
+        dog.stop()
+    assert dog._buckets == {} and dog._slots == []
