@@ -33,23 +33,26 @@ from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_updat
 if TYPE_CHECKING:
     from river_async.client import Client
 
+# One lock for every token rather than one per token (per job): it is held only to read or set
+# a token's cause and event, never across a wait or a call out, so tokens barely contend for it.
+_TOKEN_LOCK = threading.Lock()
+
 
 class CancellationToken:
     """Why a run was told to stop (the first cause wins); cancels the run's scope for async workers."""
 
-    __slots__ = ("_event", "_lock", "cause", "scope")
+    __slots__ = ("_event", "cause", "scope")
 
     def __init__(self) -> None:
         # The Event sync workers wait on is made on first wait(): most jobs never wait, and an
         # Event (a Condition and two locks) per job showed up in the burn-down profile.
-        self._lock = threading.Lock()
         self._event: threading.Event | None = None
         self.cause: CancelCause | None = None
         self.scope: Any = None  # the run's cancel scope (trio's or AnyIO's), while it runs
 
     def cancel(self, cause: CancelCause) -> bool:
         """Set the token (call from the event loop's thread); False when it was already set."""
-        with self._lock:
+        with _TOKEN_LOCK:
             if self.cause is not None:
                 return False
             self.cause = cause
@@ -65,7 +68,7 @@ class CancellationToken:
 
     def wait(self, timeout: float | None = None) -> bool:
         """For sync workers (blocks its thread): sleep up to ``timeout`` s, waking when cancelled."""
-        with self._lock:
+        with _TOKEN_LOCK:
             if self.cause is not None:
                 return True
             if self._event is None:

@@ -49,7 +49,7 @@ from river_protocol.constants import (
 from river_protocol.cron import Schedule
 from river_protocol.errors import ValidationError
 from river_protocol.frozen import quick_init
-from river_protocol.golang.encoding_json import encode_args
+from river_protocol.golang.encoding_json import decode_args, encode_args
 from river_protocol.intents import InsertJobs, InsertParams, Intent, Notify
 from river_protocol.job import JobRow
 from river_protocol.leadership import Leadership, PeriodicJob, constructed_args, to_schedule
@@ -650,7 +650,7 @@ class ClientCore:
         if worker is None:
             return JobPlan(job, None, None, None, unknown_kind_failure(job.kind), False)
         try:
-            args = worker.decode(job)
+            args: Any = decode_args(worker.args_type, job.encoded_args)  # worker.decode inlined
         except (ValidationError, TypeError, ValueError) as exc:
             return JobPlan(job, worker, None, None, Failed(error_text(exc) or ""), False)
         if worker.timeout_for is None:  # the client's timeout, the same for every such job

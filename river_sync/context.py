@@ -21,6 +21,10 @@ from river_sync.resumable import SyncResumableSteps
 if TYPE_CHECKING:
     from river_sync.client import Client
 
+# One lock for every token rather than one per token (per job): it is held only to read or set
+# a token's cause and event, never across a wait or a call out, so tokens barely contend for it.
+_TOKEN_LOCK = threading.Lock()
+
 
 class CancellationToken:
     """A cancellation flag that remembers why it was set (the first cause wins).
@@ -30,16 +34,15 @@ class CancellationToken:
     in the burn-down profile.
     """
 
-    __slots__ = ("_event", "_lock", "cause")
+    __slots__ = ("_event", "cause")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._event: threading.Event | None = None
         self.cause: CancelCause | None = None
 
     def cancel(self, cause: CancelCause) -> bool:
         """Set the token; False when it was already set (the earlier cause is kept)."""
-        with self._lock:
+        with _TOKEN_LOCK:
             if self.cause is not None:
                 return False
             self.cause = cause
@@ -53,7 +56,7 @@ class CancellationToken:
 
     def wait(self, timeout: float | None = None) -> bool:
         """Sleep up to ``timeout`` seconds, waking early when cancelled; True if cancelled."""
-        with self._lock:
+        with _TOKEN_LOCK:
             if self.cause is not None:
                 return True
             if self._event is None:

@@ -66,3 +66,56 @@ def test_a_failing_action_does_not_stop_the_watchdog() -> None:
     finally:
         dog.stop()
     assert not dog._thread.is_alive()
+
+
+def test_filling_a_bucket_is_adding_and_one_deadline_has_one_bucket() -> None:
+    lock = threading.Lock()
+    dog = _Watchdog(lock)
+    fired: list[str] = []
+    both = threading.Event()
+
+    def action(run: Run) -> None:
+        fired.append(run.name)
+        if len(fired) == 2:
+            both.set()
+
+    dog.start()
+    try:
+        when = time.monotonic() + 0.03
+        a, b, gone = Run("a"), Run("b"), Run("gone")
+        with lock:
+            slot, bucket = dog.bucket(when)
+            assert dog.bucket(when) == (slot, bucket) and dog.bucket(when)[1] is bucket
+            bucket[a] = action  # what a claim's chunk does for each job sharing the deadline
+            bucket[gone] = action
+            assert dog.add(b, when, action) == slot
+            dog.drop(gone, slot)
+            assert set(bucket) == {a, b}
+        assert both.wait(WAIT)
+        time.sleep(0.05)
+    finally:
+        dog.stop()
+    assert sorted(fired) == ["a", "b"]
+
+
+def test_the_last_run_dropped_takes_its_bucket_and_a_later_add_there_still_fires() -> None:
+    lock = threading.Lock()
+    dog = _Watchdog(lock)
+    fired = threading.Event()
+    dog.start()
+    try:
+        when = time.monotonic() + 0.05
+        a, b = Run("a"), Run("b")
+        with lock:
+            slot = dog.add(a, when, lambda run: None)
+            dog.add(b, when, lambda run: None)
+            dog.drop(a, slot)
+            assert slot in dog._buckets
+            dog.drop(b, slot)
+            assert dog._buckets[slot] == {}  # the shared stand-in, not the table a and b filled
+            dog.drop(b, slot)  # a bucket already gone is harmless
+            assert dog.add(Run("late"), when, lambda run: fired.set()) == slot
+        assert fired.wait(WAIT)
+    finally:
+        dog.stop()
+    assert dog._buckets == {} and dog._slots == []

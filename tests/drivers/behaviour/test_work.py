@@ -12,7 +12,13 @@ from typing import Any, ClassVar
 
 import pytest
 from harness import WAIT, Harness  # type: ignore[import-not-found]
-from test_client_support import Gate, Other, Task, raw_first_error  # type: ignore[import-not-found]
+from test_client_support import (  # type: ignore[import-not-found]
+    Gate,
+    Other,
+    Task,
+    raw_first_error,
+    wait_for_all,
+)
 
 from behaviour.support import fast_client, row, wait_for
 from river_db.client_support import ClientStats
@@ -332,6 +338,24 @@ def test_job_timeout_interrupts_the_worker(h: Harness, client_db_url: str) -> No
     assert stored.errors[0].error == "context deadline exceeded"
     assert causes == [CancelCause.TIMEOUT]
     assert client.stats().timed_out == 1
+
+
+def test_the_client_job_timeout_interrupts_every_job_of_one_claim(h: Harness, client_db_url: str) -> None:
+    # Inserted before the start, the three are claimed together: they share the client's timeout
+    # and so one deadline (the sync driver looks its slot up once per chunk of a claim).
+    causes: list[Any] = []
+    client = fast_client(h, client_db_url, h.workers(h.cancellable_worker(threading.Event(), causes), Task),
+                         job_timeout=timedelta(milliseconds=50))
+    sub = client.subscribe()
+    inserted = client.insert_many([Task("a"), Task("b"), Task("c")])
+    with client:
+        wait_for_all(sub, [r.job.id for r in inserted], (EventKind.JOB_FAILED,))  # in any order
+        stored = [client.jobs.get(r.job.id) for r in inserted]
+    assert [s.errors[0].error for s in stored] == ["context deadline exceeded"] * 3
+    # A failed attempt is retried at once (a future scheduled_at under the scheduler interval),
+    # so retries may have run and timed out too before the stop.
+    assert len(causes) >= 3 and set(causes) == {CancelCause.TIMEOUT}
+    assert client.stats().timed_out == len(causes)
 
 
 def test_a_thread_worker_ignoring_its_timeout_is_counted_stuck_and_keeps_its_slot(
