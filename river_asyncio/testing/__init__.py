@@ -8,6 +8,7 @@ or pytest-asyncio.
 
 from river_async.testing import *  # noqa: F403  (the shared helpers; their list is river_async.testing)
 from river_async.testing import __all__ as _shared
+
 # This driver's own, replacing the shared ones the * brought (they make a river_asyncio.Client).
 from river_asyncio.testing.inline import InlineClient, inline_client  # type: ignore[assignment]  # noqa: F401
 

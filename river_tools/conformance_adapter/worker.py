@@ -227,9 +227,9 @@ def client_settings(params: StartParams, worker: EchoWorker, stats: Stats) -> di
         raise Rejected("periodic jobs need leader election: leader_election_disabled rules them out")
     tuning = params.tuning
     poll = _ms(params.fetch_poll_interval_ms) if params.fetch_poll_interval_ms > 0 else None
+    poll_setting: dict[str, Any] = {"fetch_poll_interval": poll} if poll is not None else {}
     queue_config = QueueConfig(max_workers=params.max_workers or DEFAULT_MAX_WORKERS,
-                               fetch_cooldown=FETCH_COOLDOWN,
-                               **({"fetch_poll_interval": poll} if poll is not None else {}))
+                               fetch_cooldown=FETCH_COOLDOWN, **poll_setting)
     maintenance: dict[str, Any] = {}
     if params.rescue_after_ms > 0:
         maintenance["rescue_after"] = _ms(params.rescue_after_ms)

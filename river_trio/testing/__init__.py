@@ -6,6 +6,7 @@ Run them inside ``trio.run`` (or a trio test runner such as pytest-trio or anyio
 
 from river_async.testing import *  # noqa: F403  (the shared helpers; their list is river_async.testing)
 from river_async.testing import __all__ as _shared
+
 # This driver's own, replacing the shared ones the * brought (they make a river_trio.Client).
 from river_trio.testing.inline import InlineClient, inline_client  # type: ignore[assignment]  # noqa: F401
 

@@ -22,7 +22,15 @@ from river_protocol.dialects.base import Dialect
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import ValidationError
-from river_protocol.intents import ClaimJobs, GetJob, InsertJobs, InsertParams, QueueRow, Statement, UpsertQueue
+from river_protocol.intents import (
+    ClaimJobs,
+    GetJob,
+    InsertJobs,
+    InsertParams,
+    QueueRow,
+    Statement,
+    UpsertQueue,
+)
 from river_protocol.machines.base import IntentSucceeded
 from river_protocol.machines.producer import ProducerConfig, Start
 from river_protocol.states import JobState

@@ -4,8 +4,9 @@ on psycopg and on asyncpg, asyncpg ``Connection`` (and a pool's).
 
 ``test_caller_tx_async.py`` checks the runners statement by statement; here the public client
 does the insert (``insert``, ``insert_many``, the admin API, through insert middleware too),
-the caller commits or rolls back, and a running client works only what committed. Under trio, ``river_trio.Client`` refuses the
-same connected objects with a ``ValidationError`` and leaves the caller's transaction usable.
+the caller commits or rolls back, and a running client works only what committed. Under trio,
+``river_trio.Client`` refuses the same connected objects with a ``ValidationError`` and leaves
+the caller's transaction usable.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def test_claim_text_is_the_same_for_any_limit_and_the_limit_is_bound(a: int, b: 
     assert one.sql.count("?") == len(one.params)
     assert a in one.params and b in two.params and len(one.params) == len(two.params)
     # Only the limit's own positions differ (another parameter may equal a limit by chance).
-    differ = [i for i, (x, y) in enumerate(zip(one.params, two.params)) if x != y]
+    differ = [i for i, (x, y) in enumerate(zip(one.params, two.params, strict=True)) if x != y]
     assert all(one.params[i] == a and two.params[i] == b for i in differ)
     assert (len(differ) > 0) == (a != b)
 
