@@ -623,6 +623,18 @@ def _clean(value: Any) -> Any:
 
 
 def _loads(data: bytes | str, what: str) -> Any:
+    if data.__class__ is bytes:
+        # What a claim hands over, taken in one scan: valid UTF-8, one JSON value, no escaped
+        # surrogate. Anything else goes through the steps below, which decode it again and so
+        # give exactly their value or their error.
+        try:
+            text = data.decode()
+            value, end = _scan_once(text, 0)
+        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
+            pass
+        else:
+            if end == len(text) and ("\\u" not in text or _ESCAPED_SURROGATE_RE.search(text) is None):
+                return value
     if isinstance(data, str):
         text, needs_clean = data, not data.isascii() and _SURROGATE_RE.search(data) is not None
     else:
@@ -665,20 +677,7 @@ def decode_args(args_type: type[T], data: bytes | str) -> T:
     if hook is not None:
         result: T = hook(bytes(data) if not isinstance(data, str) else data.encode())
         return result
-    if data.__class__ is bytes:
-        # What a claim hands over: _loads inlined for the usual case (valid UTF-8, one JSON value,
-        # no escaped surrogate), two calls less per job. Anything else goes back to _loads, which
-        # decodes it again and so gives exactly its value or its error.
-        try:
-            text = data.decode()
-            value, end = _scan_once(text, 0)
-        except (UnicodeDecodeError, StopIteration, ValueError, RecursionError):
-            value = _loads(data, what)
-        else:
-            if end != len(text) or ("\\u" in text and _ESCAPED_SURROGATE_RE.search(text) is not None):
-                value = _loads(data, what)
-    else:
-        value = _loads(data, what)
+    value = _loads(data, what)
     if value is None:
         value = {}
     if value.__class__ is dict and args_type in _PLAIN_STRUCTS:
