@@ -87,7 +87,9 @@ figure): the worker's backends' CPU per job fell by 25-180 us, median 80 us; the
 writer (shared, not in the PG CPU column) rose by a median 5-10 us per job. The claim
 alone (one connection, one job claimed every 10 ms, 1,000 claims, 5 interleaved pairs at
 load average 5.6-6.8): backend median 630 us per claim before, 450 after; WAL writer 10
-before, 70 after (shared with other suites' WAL). Measured
+before, 70 after (shared with other suites' WAL). Idle (load average 0.79-0.93, 3 runs of
+the defaults and the last setting): p95 3.4-4.5 ms at +48 to +67 % of the defaults'
+Postgres CPU per job (810-980 us), so the +20 % target is still missed. Measured
 and not pursued: a claim on the listener's own connection (a SQL-level model, 3 runs:
 -20 to -30 us per job, with the claim moved into the client's runner, another change's
 region); the insert's NOTIFY folded into its INSERT statement (no cheaper: the NOTIFY's
