@@ -37,7 +37,6 @@ insert, with ``await call_next(params)`` (see ``river_protocol.middleware``).
 
 from __future__ import annotations
 
-import heapq
 import inspect
 import logging
 import math
@@ -65,6 +64,9 @@ from river_db.client_support import (
     ClientStats,
 )
 from river_db.connect import sqlalchemy_kind
+from river_db.deadline_buckets import DEADLINE_GRAIN as DEADLINE_GRAIN  # river_trio.client's, the tests'
+from river_db.deadline_buckets import EMPTIED as _EMPTIED
+from river_db.deadline_buckets import DeadlineBuckets
 from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
 from river_db.resumable import ResumableAttempt, raised, returned
@@ -100,52 +102,37 @@ CANCEL_GRACE = 10.0  # seconds a cancelled run() may spend on its hard stop
 
 # ---------------------------------------------------------------- deadlines
 
-DEADLINE_GRAIN = 0.01  # seconds: deadlines share buckets this wide, so one may fire this much late
 
-
-class _Deadlines:
+class _Deadlines(DeadlineBuckets):
     """One task firing run timeouts, in loop time (under trio a MockClock drives it in tests).
 
     A timer task per job, with its own cancel scope and sleep, was a third of a
-    no-op job's cost; here a deadline is a dict entry in a bucket
-    ``DEADLINE_GRAIN`` wide, dropped when the run ends, and only a new bucket
-    touches the heap or moves the task's wake-up (its scope's deadline).
+    no-op job's cost; here a deadline is a dict entry in a bucket ``DEADLINE_GRAIN``
+    wide (``river_db.deadline_buckets``: ``add``, ``bucket`` for a claim's runs sharing
+    a deadline, ``drop`` when the run ends, an emptied bucket swapped for ``_EMPTIED``).
+    The task sleeps in a cancel scope whose deadline is the earliest bucket's; only a
+    new earliest slot moves it.
     """
 
     def __init__(self) -> None:
-        self._buckets: dict[int, dict[Any, Callable[[Any], None]]] = {}
-        self._slots: list[int] = []  # a heap of the buckets' slots
+        super().__init__()
         self._scope: Any = None
 
-    def add(self, run: Any, when: float, action: Callable[[Any], None]) -> int:
-        """Call ``action(run)`` at loop time ``when``; returns the slot to ``drop`` it from."""
-        slot = -int(-when // DEADLINE_GRAIN)  # rounded up: a deadline never fires early
-        bucket = self._buckets.get(slot)
-        if bucket is None:
-            bucket = self._buckets[slot] = {}
-            heapq.heappush(self._slots, slot)
-            if self._scope is not None and slot == self._slots[0]:
-                self._scope.deadline = slot * DEADLINE_GRAIN
-        bucket[run] = action
-        return slot
-
-    def drop(self, run: Any, slot: int) -> None:
-        bucket = self._buckets.get(slot)
-        if bucket is not None:
-            bucket.pop(run, None)
+    def _new_earliest(self, slot: int) -> None:
+        if self._scope is not None:
+            self._scope.deadline = slot * DEADLINE_GRAIN
 
     async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         backend = _backend.current()
         task_status.started()
         while True:
-            wake = self._slots[0] * DEADLINE_GRAIN if self._slots else math.inf
-            with backend.CancelScope(deadline=wake) as scope:
+            with backend.CancelScope(deadline=self.wake_at()) as scope:
                 self._scope = scope
                 await anyio.sleep_forever()
             self._scope = None
             now = backend.current_time()
-            while self._slots and self._slots[0] * DEADLINE_GRAIN <= now:
-                for run, action in self._buckets.pop(heapq.heappop(self._slots), {}).items():
+            while (due := self.pop_due(now)) is not None:  # emptied buckets are skipped
+                for run, action in due.items():
                     try:
                         action(run)
                     except Exception:
@@ -647,6 +634,14 @@ class Client(ClientBase):
         new_event = backend.Event
         hook = self.testing_claim_hook  # TESTING ONLY (river_db.client_base.ClaimHook)
         held: list[JobRun] = []
+        # The timeout counts from the claim, as the threaded client's: jobs without their own
+        # timeout share one timedelta (ClientCore.plan_job's), so with one base time for the
+        # claim they share one deadline, and its slot is looked up once, not per job.
+        deadlines, on_timeout = self._deadlines, self._on_timeout
+        deadline_base = backend.current_time()
+        slot_timeout: Any = None
+        slot = 0
+        bucket = _EMPTIED  # never written: the first run with a timeout looks its slot up
         for job in jobs:
             plan = self._core.plan_job(job)
             run = JobRun(queue, plan, CancellationToken(), clock())
@@ -656,6 +651,13 @@ class Client(ClientBase):
             if plan.immediate is not None:
                 self._finish_run(run, plan.immediate, metadata={})
                 continue
+            timeout = plan.timeout
+            if timeout is not None:
+                if timeout is not slot_timeout:
+                    slot, bucket = deadlines.bucket(deadline_base + timeout.total_seconds())
+                    slot_timeout = timeout
+                bucket[run] = on_timeout
+                run.deadline_slot = slot
             if hook is not None:
                 held.append(run)
                 continue
@@ -701,22 +703,15 @@ class Client(ClientBase):
 
         return self._with_middleware(call)
 
-    def _watch_timeout(self, run: JobRun) -> None:
-        """Set the run's token at its timeout, then watch for it being stuck (``river_db.job_runs``);
-        ``_unwatch`` once the run ends. Both moments sit in the client's ``_Deadlines`` buckets.
-
-        The token, not a deadline on the run's scope, so an async worker sees
-        ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as a sync worker does.
-        A sync worker's thread can't be interrupted: it keeps its slot until it
-        returns, and the stuck check is what reports it.
-        """
-        timeout = run.plan.timeout
-        if timeout is not None:
-            assert self._backend is not None
-            run.deadline_slot = self._deadlines.add(
-                run, self._backend.current_time() + timeout.total_seconds(), self._on_timeout)
-
     def _unwatch(self, run: JobRun) -> None:
+        """The run ended: forget its deadline (``_start_jobs`` set it at the claim).
+
+        At its timeout ``_on_timeout`` sets the run's token, not a deadline on the run's
+        scope, so an async worker sees ``ctx.cancel_cause == TIMEOUT`` while it unwinds, as
+        a sync worker does; then the run is watched for being stuck (``river_db.job_runs``).
+        A sync worker's thread can't be interrupted: it keeps its slot until it returns, and
+        the stuck check is what reports it.
+        """
         if run.deadline_slot is not None:
             self._deadlines.drop(run, run.deadline_slot)
             run.deadline_slot = None
@@ -782,7 +777,6 @@ class Client(ClientBase):
                 scope.cancel()
         if self._hard_stop:
             run.token.cancel(CancelCause.STOP)
-        self._watch_timeout(run)
         try:
             return await (chain or self._sync_chain(worker))(ctx, run.plan.args), None, ""
         except Exception as exc:

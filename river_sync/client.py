@@ -18,9 +18,9 @@ client logs a warning at the timeout and again once it is stuck (timeout +
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import logging
+import math
 import queue as stdqueue
 import threading
 import time
@@ -35,6 +35,9 @@ from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
     ClientStats,
 )
+from river_db.deadline_buckets import DEADLINE_GRAIN as DEADLINE_GRAIN  # the tests' name for it
+from river_db.deadline_buckets import EMPTIED as _EMPTIED
+from river_db.deadline_buckets import Bucket, DeadlineBuckets
 from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
 from river_protocol.admin import deliver_control_locally
@@ -102,64 +105,30 @@ def _open_database(database: Any, schema: str | None) -> tuple[Database, bool]:
 
 # ---------------------------------------------------------------- watchdog
 
-DEADLINE_GRAIN = 0.01  # seconds: deadlines share buckets this wide, so one may fire this much late
-# Stands for a bucket whose runs all left: the dict they filled is freed, the slot stays in the
-# heap. Never written to (bucket() hands out a fresh dict in its place); popped, it fires nothing.
-_EMPTIED: dict[Any, Callable[[Any], None]] = {}
 
-
-class _Watchdog:
+class _Watchdog(DeadlineBuckets):
     """One thread firing run deadlines (job timeout, then the stuck warning).
 
-    Deadlines go into buckets ``DEADLINE_GRAIN`` wide, keyed by the run: adding
-    and dropping one is a dict operation under the client's lock (held anyway
-    when a run starts and ends), and a finished run leaves its bucket at once
-    rather than waiting in a heap for its deadline; when the last one leaves, its
-    bucket is swapped for the shared ``_EMPTIED`` (an emptied dict keeps its table:
-    buckets of finished claims held megabytes over a 60 s timeout). Only a new slot
-    touches the heap. Times are ``time.monotonic()`` seconds.
+    The deadlines are ``river_db.deadline_buckets``' (``add``, ``bucket``, ``drop``: dict
+    operations in buckets ``DEADLINE_GRAIN`` wide, an emptied bucket swapped for the
+    shared ``_EMPTIED``), called under the client's lock, held anyway when a run starts
+    and ends. The thread sleeps on a Condition of that lock until the earliest bucket is
+    due, and is notified when a new slot becomes the earliest. Times are
+    ``time.monotonic()`` seconds.
     """
 
     def __init__(self, lock: threading.Lock, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
         self._cond = threading.Condition(lock)
         self._clock = clock
-        self._buckets: dict[int, dict[Any, Callable[[Any], None]]] = {}
-        self._slots: list[int] = []  # a heap of the buckets' slots
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="river-watchdog", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
-    def add(self, run: Any, when: float, action: Callable[[Any], None]) -> int:
-        """Call ``action(run)`` at ``when`` (caller holds the lock); returns the slot to ``drop`` it from."""
-        slot, bucket = self.bucket(when)
-        bucket[run] = action
-        return slot
-
-    def bucket(self, when: float) -> tuple[int, dict[Any, Callable[[Any], None]]]:
-        """The slot ``when`` falls in and its bucket (caller holds the lock, and keeps it while it
-        uses the bucket): ``bucket[run] = action`` is then ``add(run, when, action)``, so runs that
-        share a deadline (a claim's jobs with the same timeout) look their slot up once."""
-        slot = -int(-when // DEADLINE_GRAIN)  # rounded up: a deadline never fires early
-        bucket = self._buckets.get(slot)
-        if bucket is None:
-            bucket = self._buckets[slot] = {}
-            earliest = not self._slots or slot < self._slots[0]
-            heapq.heappush(self._slots, slot)
-            if earliest:  # a later bucket can't change how long the thread sleeps
-                self._cond.notify()
-        elif bucket is _EMPTIED:  # its slot is still in the heap: a fresh table, no push
-            bucket = self._buckets[slot] = {}
-        return slot, bucket
-
-    def drop(self, run: Any, slot: int) -> None:
-        """Forget ``run``'s deadline in ``slot`` (caller holds the lock)."""
-        bucket = self._buckets.get(slot)
-        if bucket is not None:
-            bucket.pop(run, None)
-            if not bucket:  # an emptied dict would keep its table until its slot came round
-                self._buckets[slot] = _EMPTIED
+    def _new_earliest(self, slot: int) -> None:
+        self._cond.notify()  # the caller holds the lock: the thread wakes once it is released
 
     def stop(self) -> None:
         with self._cond:
@@ -168,16 +137,14 @@ class _Watchdog:
         if self._thread.is_alive():
             self._thread.join()
 
-    def _due(self) -> dict[Any, Callable[[Any], None]] | None:
+    def _due(self) -> Bucket | None:
         with self._cond:
             while not self._stopping:
-                if self._slots:
-                    wait = self._slots[0] * DEADLINE_GRAIN - self._clock()
-                    if wait <= 0:
-                        return self._buckets.pop(heapq.heappop(self._slots), {})
-                    self._cond.wait(wait)
-                else:
-                    self._cond.wait()
+                due = self.pop_due(self._clock())
+                if due is not None:
+                    return due
+                wait = self.wake_at() - self._clock()
+                self._cond.wait(None if wait == math.inf else wait)
             return None
 
     def _run(self) -> None:
@@ -545,7 +512,7 @@ class Client(ClientBase):
         # time for the chunk they share one deadline, so its slot is looked up once, not per job.
         slot_timeout: Any = None
         slot = 0
-        bucket: dict[Any, Callable[[Any], None]] = {}
+        bucket = _EMPTIED  # never written: the first run with a timeout looks its slot up
         with self._lock:
             hard = self._hard_stop
             deadline_base = time.monotonic()

@@ -52,6 +52,7 @@ from river_trio import (
     WorkContext,
     Workers,
 )
+from river_trio.client import DEADLINE_GRAIN
 from river_trio.runner import trio_deadline, utcnow
 
 Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
@@ -266,6 +267,51 @@ def test_job_timeout_interrupts_async_worker_in_virtual_time(client_db_url: str,
         assert client.stats().timed_out == 1
 
     run_trio(main, clock=trio.testing.MockClock(autojump_threshold=0.02))
+
+
+def test_a_claims_jobs_share_one_deadline_looked_up_once_in_virtual_time(client_db_url: str) -> None:
+    """The timeout counts from the claim (as the threaded client's): the jobs of one claim, with
+    their worker's timeout, go into one ``_Deadlines`` bucket, found once, and time out together."""
+    timeout_s, total = 5, 6
+    cancelled_at: list[float] = []
+    claims: list[int] = []
+    lookups: list[float] = []  # how far ahead each looked-up slot is
+
+    async def work(ctx: WorkContext, args: Task) -> None:
+        try:
+            await anyio.sleep(3600)
+        except trio.Cancelled:
+            cancelled_at.append(anyio.current_time())
+            assert ctx.cancel_cause is CancelCause.TIMEOUT
+            raise
+
+    quiet = QueueConfig(max_workers=total, fetch_poll_interval=timedelta(seconds=1))
+
+    async def main() -> None:
+        client = _client(client_db_url, _workers(work, timeout=timedelta(seconds=timeout_s)),
+                         queues={"default": quiet}, notifications=False)
+        client.testing_claim_hook = lambda queue, jobs: claims.append(len(jobs))
+        deadlines = client._deadlines
+        bucket = deadlines.bucket
+
+        def counted(when: float) -> Any:
+            lookups.append(when - anyio.current_time())
+            return bucket(when)
+
+        deadlines.bucket = counted  # type: ignore[method-assign]
+        sub = client.subscribe()
+        async with client:
+            inserted = await client.insert_many([Task(f"slow {n}") for n in range(total)])
+            await _events_for_all(sub, [r.job.id for r in inserted], within=timeout_s + WAIT)
+        at_timeout = [ahead for ahead in lookups if ahead == pytest.approx(timeout_s)]
+        assert sum(claims) == total and len(at_timeout) == len(claims)  # one lookup per claim
+        # (The rest are the stuck checks each timeout adds, one run each.)
+        assert len(lookups) == len(claims) + total
+        assert client.stats().timed_out == total
+
+    run_trio(main, clock=trio.testing.MockClock(autojump_threshold=0.02))
+    if len(claims) == 1:
+        assert max(cancelled_at) - min(cancelled_at) <= DEADLINE_GRAIN  # one bucket: one moment
 
 
 def test_sync_worker_timeout_sets_its_token(run: Run, client_db_url: str) -> None:

@@ -341,6 +341,30 @@ def test_sqlite_claim_and_outbox_poll_reuse_one_prepared_statement_for_any_limit
     assert (prepares[0] > 0) == (version >= (3, 47, 0))
 
 
+@_only("sqlite")
+def test_sqlite_maintenance_and_admin_statements_reuse_one_prepare_for_any_limit(db: DB) -> None:
+    # Nothing matches (an empty table), so each plan stops at its LIMIT-ed statement.
+    old = T0 - timedelta(days=30)
+    intents = [
+        lambda n: ScheduleJobs(now=T0, limit=n),
+        lambda n: GetStuckJobs(stuck_horizon=T0, limit=n),
+        lambda n: DeleteFinalizedBefore(cancelled_before=old, completed_before=old, discarded_before=old,
+                                        limit=n),
+        lambda n: DeleteExpiredQueues(updated_before=old, limit=n),
+        lambda n: ListJobs(filter=JobListFilter(kinds=("k",)), limit=n),
+        lambda n: DeleteJobs(filter=JobListFilter(queues=("q",)), limit=n),
+        lambda n: ListQueues(limit=n),
+    ]
+    prepares = _prepares(db.conn)
+    for make in intents:  # the warm-up
+        db.run(make(9))
+    prepares[0] = 0
+    for n in (1, 2, 1000):
+        for make in intents:
+            db.run(make(n))
+    assert prepares[0] == 0
+
+
 def test_claim_jobs_caps_attempted_by(db: DB) -> None:
     history = tuple(f"c{i}" for i in range(100))
     (long_row, short_row) = put(db, full(attempted_by=history, attempt=3), full(attempted_by=("x",)))

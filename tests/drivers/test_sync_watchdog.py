@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from river_sync.client import DEADLINE_GRAIN, _Watchdog
+from river_sync.client import _EMPTIED, DEADLINE_GRAIN, _Watchdog
 
 WAIT = 10.0
 
@@ -112,10 +112,39 @@ def test_the_last_run_dropped_takes_its_bucket_and_a_later_add_there_still_fires
             dog.drop(a, slot)
             assert slot in dog._buckets
             dog.drop(b, slot)
-            assert dog._buckets[slot] == {}  # the shared stand-in, not the table a and b filled
+            assert dog._buckets[slot] is _EMPTIED  # the shared stand-in, not the table a and b filled
             dog.drop(b, slot)  # a bucket already gone is harmless
             assert dog.add(Run("late"), when, lambda run: fired.set()) == slot
         assert fired.wait(WAIT)
     finally:
         dog.stop()
     assert dog._buckets == {} and dog._slots == []
+
+
+def test_a_bucket_earlier_than_the_sleeping_thread_wakes_it() -> None:
+    lock = threading.Lock()
+    dog = _Watchdog(lock)
+    fired: list[tuple[str, float]] = []
+    done = threading.Event()
+
+    def action(run: Run) -> None:
+        fired.append((run.name, time.monotonic()))
+        if len(fired) == 2:
+            done.set()
+
+    dog.start()
+    try:
+        with lock:
+            dog.add(Run("far"), time.monotonic() + 3600, action)
+        time.sleep(0.05)  # the thread sleeps until the far deadline
+        when = time.monotonic() + 0.03
+        with lock:
+            slot, bucket = dog.bucket(when)  # a new earliest slot: notifies the condition
+            bucket[Run("a")] = action
+            bucket[Run("b")] = action
+        assert done.wait(WAIT)
+    finally:
+        dog.stop()
+    assert sorted(name for name, _ in fired) == ["a", "b"]
+    assert all(at >= when for _, at in fired)
+    assert slot not in dog._buckets and len(dog._slots) == 1  # the far one is left

@@ -13,7 +13,7 @@ from typing import Any
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import FINALIZED_SQL, json_text, order_and_cursor
 from river_protocol.dialects.rows import Binder, job_row_from_sqlite, sqlite_now
-from river_protocol.dialects.sqlite.fragments import JOB_COLUMNS, binder, job_rows, json_list
+from river_protocol.dialects.sqlite.fragments import JOB_COLUMNS, binder, job_rows, json_list, limit_param
 from river_protocol.errors import JobNotFoundError, ValidationError
 from river_protocol.golang.gotime import format_sqlite_time
 from river_protocol.intents import (
@@ -74,7 +74,7 @@ def _list_jobs(d: Any, intent: ListJobs) -> Plan[list[JobRow]]:
     where += cursor
     sql = f"""
         SELECT {JOB_COLUMNS} FROM {d.prefix}river_job WHERE {" AND ".join(where) or "true"}
-        ORDER BY {order} LIMIT {b.p(intent.limit)}
+        ORDER BY {order} LIMIT {limit_param(b, intent.limit)}
     """
     return job_rows((yield Statement(sql, tuple(b.params))))
 
@@ -164,7 +164,7 @@ def _delete_jobs(d: Any, intent: DeleteJobs) -> Plan[list[JobRow]]:
     sql = f"""
         DELETE FROM {d.prefix}river_job WHERE id IN (
             SELECT id FROM {d.prefix}river_job WHERE {" AND ".join(where)}
-            ORDER BY id LIMIT {b.p(intent.limit)}
+            ORDER BY id LIMIT {limit_param(b, intent.limit)}
         ) RETURNING {JOB_COLUMNS}
     """
     rows = yield Statement(sql, tuple(b.params))

@@ -12,10 +12,12 @@ from river_protocol.dialects.rows import job_row_from_sqlite
 from river_protocol.dialects.sqlite.fragments import (
     ERRORS_ARRAY,
     JOB_COLUMNS,
+    LIMIT_PARAM,
     binder,
     in_bitmask,
     job_rows,
     json_list,
+    limit_param,
     sqlite_time,
 )
 from river_protocol.golang.gotime import format_sqlite_time
@@ -44,7 +46,7 @@ def _schedule_jobs(d: Any, intent: ScheduleJobs) -> Plan[list[ScheduledJob]]:
         f"""
         SELECT id, unique_key IS NOT NULL AND unique_states IS NOT NULL FROM {d.prefix}river_job
         WHERE state IN ('retryable', 'scheduled') AND scheduled_at <= ?
-        ORDER BY priority, scheduled_at, id LIMIT ?
+        ORDER BY priority, scheduled_at, id LIMIT {LIMIT_PARAM}
         """,
         (now, intent.limit),
     )
@@ -89,7 +91,7 @@ def _get_stuck_jobs(d: Any, intent: GetStuckJobs) -> Plan[list[JobRow]]:
     sql = f"""
         SELECT {JOB_COLUMNS} FROM {d.prefix}river_job
         WHERE state = 'running' AND id > ? AND attempted_at < ?
-        ORDER BY id LIMIT ?
+        ORDER BY id LIMIT {LIMIT_PARAM}
     """
     params = (intent.after_id, format_sqlite_time(intent.stuck_horizon), intent.limit)
     return job_rows((yield Statement(sql, params)))
@@ -140,7 +142,7 @@ def _delete_finalized_before(d: Any, intent: DeleteFinalizedBefore) -> Plan[int]
         )
     sql = f"""
         DELETE FROM {d.prefix}river_job WHERE id IN (
-            SELECT id FROM {d.prefix}river_job WHERE {where} ORDER BY id LIMIT {b.p(intent.limit)}
+            SELECT id FROM {d.prefix}river_job WHERE {where} ORDER BY id LIMIT {limit_param(b, intent.limit)}
         ) RETURNING 1
     """
     return len((yield Statement(sql, tuple(b.params))))
@@ -149,7 +151,7 @@ def _delete_finalized_before(d: Any, intent: DeleteFinalizedBefore) -> Plan[int]
 def _delete_expired_queues(d: Any, intent: DeleteExpiredQueues) -> Plan[list[str]]:
     sql = f"""
         DELETE FROM {d.prefix}river_queue WHERE name IN (
-            SELECT name FROM {d.prefix}river_queue WHERE updated_at < ? ORDER BY name LIMIT ?
+            SELECT name FROM {d.prefix}river_queue WHERE updated_at < ? ORDER BY name LIMIT {LIMIT_PARAM}
         ) RETURNING name
     """
     rows = yield Statement(sql, (format_sqlite_time(intent.updated_before), intent.limit))

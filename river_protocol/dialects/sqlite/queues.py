@@ -10,7 +10,7 @@ from typing import Any
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import json_text
 from river_protocol.dialects.rows import SQLITE_QUEUE_COLUMNS, queue_row, sqlite_now
-from river_protocol.dialects.sqlite.fragments import binder, json_list
+from river_protocol.dialects.sqlite.fragments import binder, json_list, limit_param
 from river_protocol.errors import QueueNotFoundError
 from river_protocol.intents import (
     DeleteQueue,
@@ -57,7 +57,7 @@ def _list_queues(d: Any, intent: ListQueues) -> Plan[list[QueueRow]]:
         where.append(f"name NOT IN (SELECT value FROM json_each({b.p(json_list(intent.exclude))}))")
     sql = f"""
         SELECT {SQLITE_QUEUE_COLUMNS} FROM {d.prefix}river_queue
-        WHERE {" AND ".join(where)} ORDER BY name LIMIT {b.p(intent.limit)}
+        WHERE {" AND ".join(where)} ORDER BY name LIMIT {limit_param(b, intent.limit)}
     """
     rows = yield Statement(sql, tuple(b.params))
     return [queue_row(r) for r in rows]
