@@ -209,7 +209,8 @@ def plain_success(
     dispatch; None for anything else. Most runs end here, and no override changes a success."""
     if (outcome.__class__ is Completed and not metadata_updates and now.__class__ is datetime
             and now.tzinfo is UTC):
-        return Finish(SetStateUpdate(job.id, JobState.COMPLETED, finalized_at=now),
+        return Finish(SetStateUpdate(job.id, JobState.COMPLETED, finalized_at=now,
+                                     claimed=job if job.undecodable is None else None),
                       CompletionReason.COMPLETED, outcome)
     return None
 

@@ -53,7 +53,7 @@ def sqlite_now(b: Binder, now: datetime | None) -> str:
 
 # ---------------------------------------------------------------- column lists
 
-_JOB_FIELDS = (
+JOB_FIELDS = (
     "id", "kind", "args", "state", "queue", "priority", "attempt", "max_attempts",
     "attempted_at", "attempted_by", "created_at", "finalized_at", "scheduled_at",
     "errors", "metadata", "tags", "unique_key", "unique_states",
@@ -91,7 +91,7 @@ _SQLITE_CASTS = {
 
 def _columns(casts: dict[str, str], alias: str) -> str:
     qualifier = f"{alias}." if alias else ""
-    return ", ".join(casts.get(f, "{}").format(qualifier + f) for f in _JOB_FIELDS)
+    return ", ".join(casts.get(f, "{}").format(qualifier + f) for f in JOB_FIELDS)
 
 
 def pg_job_columns(alias: str = "") -> str:
@@ -102,7 +102,7 @@ def sqlite_job_columns(alias: str = "") -> str:
     return _columns(_SQLITE_CASTS, alias)
 
 
-JOB_COLUMN_COUNT = len(_JOB_FIELDS)
+JOB_COLUMN_COUNT = len(JOB_FIELDS)
 PG_QUEUE_COLUMNS = "name, created_at, metadata::text, paused_at, updated_at"
 SQLITE_QUEUE_COLUMNS = "name, created_at, json(metadata), paused_at, updated_at"
 LEADER_COLUMNS = "leader_id, elected_at, expires_at"
@@ -354,6 +354,55 @@ def _job_row(row: Sequence[Any], *, errors: tuple[AttemptError, ...]) -> JobRow:
 
 
 _STATES = {state.value: state for state in JobState}
+
+
+# ---------------------------------------------------------------- completed rows, read back slim
+#
+# A completion of a claimed run may read back only the columns a set-state update can change; the
+# rest of the row is then the claim's (``SetStateUpdate.claimed``). A row whose stored attempted_at
+# is not the claim's (someone else claimed the job since) is read back whole instead.
+
+
+def _stored_time(value: Any) -> datetime | None:
+    if value is None or (value.__class__ is datetime and value.tzinfo is UTC):
+        return value
+    if value.__class__ is str:
+        return _parse_time_cached(value)
+    return _utc(value)
+
+
+def completed_row(
+    claimed: JobRow, state: Any, attempt: Any, finalized_at: Any, scheduled_at: Any, errors: Any,
+    metadata: Any, read_full: Any,
+) -> JobRow:
+    """``claimed`` with the columns a set-state update can change as a completion read them back,
+    in either dialect's shapes (errors: None, a text[] list, or one JSON array text).
+
+    A completed plain job (no errors, ``{}`` metadata) is built directly; any other shape goes
+    through ``read_full`` (the dialect's row reader, ``job_row_from_pg`` or
+    ``job_row_from_sqlite``) on the whole row rebuilt from the claim, so it reads exactly as
+    the full row would, the lenient reader included."""
+    job_state = _STATES.get(state)
+    if (job_state is not None and attempt.__class__ is int and metadata == "{}"
+            and (errors is None or errors == "[]")):
+        try:
+            finalized, scheduled = _stored_time(finalized_at), _stored_time(scheduled_at)
+        except _UNREADABLE:
+            pass
+        else:
+            c = claimed
+            return stored_job_row(
+                c.id, c.kind, c.encoded_args, job_state, c.queue, c.priority, attempt, c.max_attempts,
+                c.attempted_at, c.attempted_by, c.created_at, finalized, scheduled, (), {}, c.tags,
+                c.unique_key, c.unique_states,
+            )
+    job: JobRow = read_full((
+        claimed.id, claimed.kind, claimed.encoded_args.decode(), state, claimed.queue, claimed.priority,
+        attempt, claimed.max_attempts, claimed.attempted_at, list(claimed.attempted_by),
+        claimed.created_at, finalized_at, scheduled_at, errors, metadata, list(claimed.tags),
+        claimed.unique_key, claimed.unique_states,
+    ))
+    return job
 
 
 # ---------------------------------------------------------------- lenient rows

@@ -23,6 +23,7 @@ from river_protocol.dialects.common import dedupe_batch, unique_index_covers
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.rows import (
     Binder,
+    completed_row,
     job_row_from_pg,
     job_row_from_sqlite,
     pg_job_columns,
@@ -525,6 +526,99 @@ def test_set_state_if_running_plain_completions(db: DB) -> None:
     assert rows[other.id].state is S.AVAILABLE and rows[other.id].finalized_at is None
     assert rows[asked.id].state is S.COMPLETED and 999_999 not in rows
     assert list(rows) == sorted(rows)
+
+
+def _raw(db: DB, sql: str, *params: Any) -> None:
+    """Run ``sql`` as another writer would (``%s`` placeholders on both databases)."""
+    if db.pg:
+        db.conn.execute(sql, params)
+    else:
+        db.conn.execute(sql.replace("%s", "?"), params)
+        db.conn.commit()
+
+
+def test_completions_of_claimed_runs_read_back_the_rows_the_database_holds(
+    db: DB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A completion that knows each run's claimed row may read back only what an update can
+    change (SQLite does); the rows it returns are still exactly the stored ones: after another
+    writer changed metadata (a cancel request), with errors from an earlier attempt, for a job
+    claimed again by another client since (read back whole) and for one no longer running."""
+    from river_protocol.dialects.sqlite import jobs as sqlite_jobs
+    from river_protocol.outcomes import Completed
+    from river_protocol.work import plain_success
+
+    put(db, full(), full(metadata=b'{"keep":1}', tags=("a", "b"), priority=2, unique_key=KEY,
+                     unique_states=0b1111_0101),
+        full(attempt=1, errors=(err(1),)), full(), full(), full())
+    claimed = {r.id: r for r in db.run(ClaimJobs(queue="default", limit=10, client_id="me", now=T0))}
+    plain, kept, retried, asked, again, gone = sorted(claimed)
+    assert claimed[retried].attempt == 2 and len(claimed[retried].errors) == 1
+    cancel_meta = '{"cancel_attempted_at":"2031-03-04T12:00:01Z"}'
+    if db.pg:
+        _raw(db, "UPDATE river_job SET metadata = %s::jsonb WHERE id = %s", cancel_meta, asked)
+        _raw(db, "UPDATE river_job SET attempted_at = %s, attempted_by = ARRAY['other'] WHERE id = %s",
+             T0 + timedelta(seconds=5), again)
+    else:
+        _raw(db, "UPDATE river_job SET metadata = jsonb(%s) WHERE id = %s", cancel_meta, asked)
+        _raw(db, "UPDATE river_job SET attempted_at = %s, attempted_by = jsonb('[\"other\"]') WHERE id = %s",
+             "2031-03-04 12:00:05.250", again)
+    _raw(db, "UPDATE river_job SET state = 'cancelled', finalized_at = attempted_at WHERE id = %s", gone)
+    done_at = T0 + timedelta(seconds=9)
+    updates = []
+    for job_id in sorted(claimed):
+        finish = plain_success(claimed[job_id], Completed(), done_at, None)
+        assert finish is not None and finish.update.claimed is claimed[job_id]
+        updates.append(finish.update)
+    intent = SetStateIfRunning(updates=tuple(updates))
+    slim: list[int] = []
+
+    def spy(claim: JobRow, *values: Any) -> JobRow:
+        slim.append(claim.id)
+        return completed_row(claim, *values)
+
+    monkeypatch.setattr(sqlite_jobs, "completed_row", spy)
+    rows = {r.id: r for r in db.run(intent)}
+    assert list(rows) == sorted(claimed)
+    for job_id, row in rows.items():
+        assert row == get(db, job_id), job_id
+    assert rows[plain].state is S.COMPLETED and rows[plain].finalized_at == done_at
+    assert rows[kept].metadata == {"keep": 1} and rows[kept].tags == ("a", "b")
+    assert rows[kept].unique_key == KEY
+    assert rows[retried].errors == claimed[retried].errors and rows[retried].attempt == 2
+    assert rows[asked].metadata == json.loads(cancel_meta) and rows[asked].state is S.COMPLETED
+    assert rows[again].attempted_by == ("other",) and rows[again].state is S.COMPLETED
+    assert rows[gone].state is S.CANCELLED
+    # On SQLite the plain ones came back slim, the one claimed again whole.
+    assert sorted(slim) == ([] if db.pg else [plain, kept, retried, asked])
+
+
+def test_completion_reads_a_claimed_row_as_the_full_reader_would() -> None:
+    """``completed_row`` (the claim plus what a completion read back) builds what the dialect's
+    full reader builds from the whole row, on its direct path and on the reader's."""
+    at = datetime(2031, 3, 4, 12, 0, 0, 250000, tzinfo=UTC)
+    claim = JobRow(id=7, kind="k", encoded_args=b'{"n":1}', state=S.RUNNING, queue="q", priority=3, attempt=2,
+                   max_attempts=5, attempted_at=at, attempted_by=("a", "b"), created_at=at, scheduled_at=at,
+                   tags=("t",), unique_key=KEY, unique_states=5)
+    done = at + timedelta(seconds=1)
+    error_text = json.dumps(json.loads(err(1)))
+
+    def whole(state: str, finalized: Any, errors: Any, metadata: Any) -> tuple[Any, ...]:
+        return (7, "k", '{"n":1}', state, "q", 3, 2, 5, at, ["a", "b"], at, finalized, at, errors, metadata,
+                ["t"], KEY, 5)
+
+    for errors, metadata in [(None, "{}"), ([error_text], "{}"), (None, '{"m":[1]}'), (None, "[]")]:
+        mine = completed_row(claim, "completed", 2, done, at, errors, metadata, job_row_from_pg)
+        assert mine == job_row_from_pg(whole("completed", done, errors, metadata)), (errors, metadata)
+    assert completed_row(claim, "completed", 2, done, at, None, "[]", job_row_from_pg).undecodable
+    text = "2031-03-04 12:00:01.250"  # SQLite: times and the errors array as text
+    for errors in [None, "[]", json.dumps([json.loads(err(1))])]:
+        mine = completed_row(claim, "completed", 2, text, "2031-03-04 12:00:00.250", errors, "{}",
+                             job_row_from_sqlite)
+        at_text = "2031-03-04 12:00:00.250"
+        sqlite_row = (7, "k", '{"n":1}', "completed", "q", 3, 2, 5, at_text, '["a","b"]', at_text, text,
+                      at_text, errors, "{}", '["t"]', KEY, 5)
+        assert mine == job_row_from_sqlite(sqlite_row), errors
 
 
 @_only("postgres")  # SQLite keeps River's millisecond text

@@ -15,7 +15,7 @@ from typing import Any
 from river_protocol import metadata_keys
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import dedupe_batch, json_text, results_in_input_order
-from river_protocol.dialects.rows import Binder, job_row_from_sqlite, sqlite_now
+from river_protocol.dialects.rows import SQLITE_JSON, Binder, completed_row, job_row_from_sqlite, sqlite_now
 from river_protocol.dialects.sqlite.fragments import (
     ERRORS_ARRAY,
     JOB_COLUMNS,
@@ -291,17 +291,29 @@ def _complete_plain(d: Any, updates: list[SetStateUpdate]) -> Plan[list[JobRow]]
 
     ``+j.state`` keeps SQLite off the state index: with it, the planner loops over every running
     row and scans the batch for each (4 s for 2,000 of each); without, it looks each batch entry
-    up by rowid (14 ms)."""
+    up by rowid (14 ms).
+
+    A row still holding its claim's attempted_at (``SetStateUpdate.claimed``) is read back slim,
+    only what an update can change, and completed from the claim (``rows.completed_row``): the
+    JSON columns' conversion to text is most of a completion's cost. Any other row is selected
+    whole by the second statement."""
+    # Each claim's attempted_at as stored: only a row still holding it is as its claim left it.
+    claimed = {u.id: (c, sqlite_time(c.attempted_at)) for u in updates if (c := u.claimed) is not None}
     pairs = json.dumps([[u.id, sqlite_time(u.finalized_at)] for u in updates])
+    # RETURNING may name only the updated table's columns, so the claim is checked here.
     rows = yield Statement(f"""
         UPDATE {d.prefix}river_job AS j
         SET state = 'completed', finalized_at = coalesce(i.finalized_at, j.finalized_at)
         FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS finalized_at
               FROM json_each(?)) AS i
         WHERE j.id = i.id AND +j.state = 'running'
-        RETURNING {JOB_COLUMNS}
+        RETURNING id, attempted_at, state, attempt, finalized_at, scheduled_at,
+                  {SQLITE_JSON.format("errors")}, {SQLITE_JSON.format("metadata")}
     """, (pairs,))
-    done = job_rows(rows)
+    done = [completed_row(claim[0], state, attempt, finalized_at, scheduled_at, errors, metadata,
+                          job_row_from_sqlite)
+            for job_id, attempted_at, state, attempt, finalized_at, scheduled_at, errors, metadata in rows
+            if (claim := claimed.get(job_id)) is not None and attempted_at == claim[1]]
     updated = {job.id for job in done}
     rest = [u.id for u in updates if u.id not in updated]
     if rest:
