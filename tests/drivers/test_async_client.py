@@ -13,6 +13,7 @@ sleep costs nothing.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -580,12 +581,21 @@ def test_other_tasks_keep_running_while_the_client_works_many_jobs(run: Run, cli
 def test_sync_and_trio_clients_share_a_queue(run: Run, client_db_url: str) -> None:
     total = 200
     worked: list[tuple[str, int]] = []
+    # Each side's first jobs wait until the other side has one too: a client holds at most
+    # max_workers (10) jobs, so the other claims the rest, however the two are scheduled
+    # (alone, one client could claim every job before the other's first fetch).
+    sync_began, trio_began = threading.Event(), threading.Event()
 
     def sync_work(args: Other) -> None:
+        sync_began.set()
+        assert trio_began.wait(WAIT)
         worked.append(("sync", args.n))
 
     async def trio_work(args: Other) -> None:
-        await anyio.sleep(0.001)
+        trio_began.set()
+        with anyio.fail_after(WAIT):
+            while not sync_began.is_set():
+                await anyio.sleep(0.001)
         worked.append(("trio", args.n))
 
     settings = _leader_settings()
