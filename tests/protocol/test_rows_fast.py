@@ -8,6 +8,7 @@ and in what it refuses, with reading each column through the general readers.
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -157,9 +158,10 @@ aware_times = st.one_of(
     st.datetimes(),
     st.just("2031-03-04 12:00:05.123"),
 )
-psycopg_string_lists = st.one_of(
-    st.lists(st.text(max_size=4), max_size=3), st.none(), st.just([1]), st.just([_Str("s")]),
-    st.just(("a",)), st.just('["a"]'),
+psycopg_string_lists = st.one_of(  # JSON text (array_to_json), as claims read them, and other shapes
+    st.lists(st.text(max_size=4), max_size=3).map(json.dumps), st.none(),
+    st.sampled_from(["[]", "null", "[1]", '["a",null]', '[["a"]]', "", "{}", '"a"']),
+    st.just(_Str('["a"]')), st.lists(st.text(max_size=4), max_size=3), st.just([1]), st.just(("a",)),
 )
 
 
@@ -209,17 +211,21 @@ def test_common_row_tier_declines_or_agrees_on_any_row(row: list[Any]) -> None:
 
 
 def test_a_claimed_psycopg_row_takes_the_common_tier() -> None:
-    row = (7, "k", '{"a":1}', "running", "default", 1, 2, 25, T, ["c"], T, None, T, None, "{}", None,
+    # attempted_by and tags arrive as JSON text (rows._PG_CASTS: array_to_json).
+    row = (7, "k", '{"a":1}', "running", "default", 1, 2, 25, T, '["c"]', T, None, T, None, "{}", "[]",
            None, None)
     job = rows._common_pg_row(*row)
     assert job is not None and job == rows._job_row(row, errors=())
     assert job.tags == () and job.attempted_by == ("c",) and job.encoded_args == b'{"a":1}'
+    tagged = rows._common_pg_row(*row[:15], '["x","y"]', None, None)
+    assert tagged is not None and tagged.tags == ("x", "y")
+    assert rows._common_pg_row(*row[:9], "[1]", *row[10:]) is None  # not strings: the general reader
     completed = rows._common_pg_row(*row[:3], "completed", *row[4:11], T, *row[12:])
     assert completed is not None and completed.state is JobState.COMPLETED and completed.finalized_at is T
 
 
 def test_a_row_with_errors_or_a_unique_key_leaves_the_common_tier() -> None:
-    row = (7, "k", '{"a":1}', "running", "default", 1, 2, 25, T, ["c"], T, None, T, None, "{}", [],
+    row = (7, "k", '{"a":1}', "running", "default", 1, 2, 25, T, '["c"]', T, None, T, None, "{}", "[]",
            b"\x01", 3)
     assert rows._common_pg_row(*row) is None
     assert rows.job_row_from_pg(row).unique_key == b"\x01"
