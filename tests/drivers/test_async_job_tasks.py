@@ -20,11 +20,12 @@ def _pool(nursery: anyio.abc.TaskGroup, work: Any, spawned: list[int]) -> _JobTa
         spawned.append(1)
         nursery.start_soon(task)
 
-    async def task() -> None:
-        fresh = True
+    async def task() -> None:  # as the client's _job_task takes its runs
+        pool.arrived()
         while True:
-            run = await pool.take(fresh=fresh)
-            fresh = False
+            run = pool.poll()
+            if run is None:
+                run = await pool.take()
             await work(run)
 
     pool = _JobTasks(spawn)
