@@ -111,24 +111,28 @@ def loop_deadline(when: datetime) -> float:
     return current().loop_deadline(when)
 
 
-def _deadline(current_time: Callable[[], float], base: Callable[[], tuple[datetime, float] | None],
-              keep: Callable[[tuple[datetime, float]], object]) -> Callable[[datetime], float]:
-    """``loop_deadline`` on a loop clock, with the run's (wall, loop) base pair (taken on first use).
+def _clock(current_time: Callable[[], float], base: Callable[[], tuple[datetime, float] | None],
+           keep: Callable[[tuple[datetime, float]], object]) -> tuple[Callable[[], datetime],
+                                                                    Callable[[datetime], float]]:
+    """``utcnow`` and ``loop_deadline`` on a loop clock, with a (wall, loop) base pair per run."""
 
-    Each backend's ``utcnow`` reads the same pair, inlined (it runs once or more per job):
-    ``wall + timedelta(0, current_time() - start)``; timedelta(days, seconds) is the same value
-    as seconds=, without the keyword parsing.
-    """
-
-    def deadline(when: datetime) -> float:
+    def pair() -> tuple[datetime, float]:
         found = base()
         if found is None:
             found = (datetime.now(UTC), current_time())
             keep(found)
-        wall, start = found
+        return found
+
+    def now() -> datetime:
+        wall, start = pair()
+        # timedelta(days, seconds): the same value as seconds=, without the keyword parsing.
+        return wall + timedelta(0, current_time() - start)
+
+    def deadline(when: datetime) -> float:
+        wall, start = pair()
         return start + (when - wall).total_seconds()
 
-    return deadline
+    return now, deadline
 
 
 # ---------------------------------------------------------------- trio
@@ -146,16 +150,7 @@ def _trio_backend() -> Backend:
         except LookupError:
             return None
 
-    deadline = _deadline(trio.current_time, base, base_var.set)
-    current_time, get_base = trio.current_time, base_var.get
-
-    def now() -> datetime:
-        try:
-            wall, start = get_base()
-        except LookupError:
-            wall, start = datetime.now(UTC), current_time()
-            base_var.set((wall, start))
-        return wall + timedelta(0, current_time() - start)
+    now, deadline = _clock(trio.current_time, base, base_var.set)
 
     async def run_interruptible(work: Callable[[], T], interrupt: Interrupt) -> T:
         token = trio.lowlevel.current_trio_token()
@@ -311,22 +306,7 @@ def _asyncio_backend() -> Backend:
         bases[loop] = pair
         last[:] = [weakref.ref(loop), pair]
 
-    deadline = _deadline(loop_time, base, keep)
-    get_running_loop = asyncio.get_running_loop
-
-    def now() -> datetime:
-        loop = get_running_loop()
-        ref = last[0]
-        found: tuple[datetime, float] | None
-        if ref is not None and ref() is loop:  # base()'s fast case, inlined
-            found = last[1]
-        else:
-            found = base()
-            if found is None:
-                found = (datetime.now(UTC), loop.time())
-                keep(found)
-        wall, start = found
-        return wall + timedelta(0, loop.time() - start)
+    now, deadline = _clock(loop_time, base, keep)
 
     threads = _ThreadCache()
 
