@@ -154,7 +154,7 @@ class _JobTasks:
     """
 
     def __init__(self, spawn: Callable[[], None], backend: _backend.Backend | None = None) -> None:
-        self._spawn = spawn  # starts a new task, which calls take(fresh=True)
+        self._spawn = spawn  # starts a new task, which calls arrived() first
         self._runs: deque[JobRun] = deque()
         self._parked = (backend or _backend.current()).ParkingLot()
         self._waking = 0  # tasks woken or started that have not looked for a run yet
@@ -171,10 +171,20 @@ class _JobTasks:
             else:
                 self._spawn()
 
-    async def take(self, *, fresh: bool = False) -> JobRun:
-        """The next run; ``fresh`` for a task's first call."""
-        if fresh:
-            self._waking -= 1
+    def arrived(self) -> None:
+        """A task ``spawn`` started is running: the next submit may wake or start another."""
+        self._waking -= 1
+
+    def poll(self) -> JobRun | None:
+        """The next run if one is waiting, without a coroutine (most takes, under load)."""
+        if not self._runs:
+            return None
+        run = self._runs.popleft()
+        self._wake()
+        return run
+
+    async def take(self) -> JobRun:
+        """The next run, parking until one comes."""
         while not self._runs:
             await self._parked.park()
             self._waking -= 1
@@ -243,6 +253,12 @@ def is_async_worker(entry: WorkerEntry) -> bool:
     """Async workers run as tasks (interruptible); anything else runs in a thread (cooperative)."""
     fn = entry.fn
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _returns_coroutine(fn: Any) -> bool:
+    """``fn`` is an ``async def`` function or method (its code says so, not a marker): calling it
+    always returns a coroutine."""
+    return bool(getattr(getattr(fn, "__code__", None), "co_flags", 0) & inspect.CO_COROUTINE)
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -634,6 +650,7 @@ class Client(ClientBase):
         new_event = backend.Event
         hook = self.testing_claim_hook  # TESTING ONLY (river_db.client_base.ClaimHook)
         held: list[JobRun] = []
+        started = clock()  # once per claim, as river_sync reads it once per chunk: they start together
         # The timeout counts from the claim, as the threaded client's: jobs without their own
         # timeout share one timedelta (ClientCore.plan_job's), so with one base time for the
         # claim they share one deadline, and its slot is looked up once, not per job.
@@ -644,7 +661,7 @@ class Client(ClientBase):
         bucket = _EMPTIED  # never written: the first run with a timeout looks its slot up
         for job in jobs:
             plan = self._core.plan_job(job)
-            run = JobRun(queue, plan, CancellationToken(), clock())
+            run = JobRun(queue, plan, CancellationToken(), started)
             self._runs.add(run)
             if self._runs_empty.is_set():
                 self._runs_empty = new_event()
@@ -683,7 +700,10 @@ class Client(ClientBase):
         if cached is not None and cached[0] is worker:
             return cached[1]
         chain: CallNext | None = None
-        if is_async_worker(worker):
+        if _returns_coroutine(worker.fn):
+            # An ``async def``: its call is the coroutine to await, with no coroutine around it.
+            chain = self._with_middleware(worker.call)
+        elif is_async_worker(worker):
             async def call(ctx: WorkContext, args: Any) -> Any:
                 # _maybe_await inlined: a coroutine less per job.
                 result = worker.call(ctx, args)
@@ -747,16 +767,23 @@ class Client(ClientBase):
         """
         assert self._backend is not None and self._job_tasks is not None
         new_scope, job_tasks = self._backend.CancelScope, self._job_tasks
-        fresh = True
+        job_tasks.arrived()
         while True:
             with new_scope() as scope:
                 while True:
-                    run = await job_tasks.take(fresh=fresh)
-                    fresh = False
+                    run = job_tasks.poll()
+                    if run is None:
+                        run = await job_tasks.take()
                     ended = await self._call_worker(run, scope)
-                    if scope.cancel_called:
+                    # Only this run's token can have cancelled the scope (a token holds it only
+                    # while its run runs), so an unset token skips trio's cancel_called, which
+                    # reads the clock.
+                    if run.token.cause is not None and scope.cancel_called:
                         break
-                    await self._end_run(run, *ended)
+                    if ended[1] is None:
+                        self._end_returned(run, ended[0])
+                    else:
+                        await self._end_run(run, *ended)
             await self._end_run(run, *ended)
 
     async def _call_worker(self, run: JobRun, scope: Any) -> _Ended:
@@ -801,6 +828,11 @@ class Client(ClientBase):
             except Exception:
                 log.exception("river: error handler failed for job %d", run.plan.job.id)
         self._finish_run(run, outcome, run.ctx.metadata_updates, handler_cancel)
+
+    def _end_returned(self, run: JobRun, result: Any) -> None:
+        """``_end_run`` for a worker that returned: no error handler to await, so no coroutine."""
+        outcome = outcome_from_result(result, None, trace="", cancel_cause=run.token.cause)
+        self._finish_run(run, outcome, run.ctx.metadata_updates)
 
     def _forget_held(self, run: JobRun) -> None:
         self._runs.forget(run)

@@ -71,6 +71,7 @@ class MachineRunner:
         self._events: deque[Event] = deque()
         self._urgent: deque[Event] = deque()
         self._wake = anyio.Event()  # the loop's own Event class once run() starts
+        self._woken = False  # _wake is set already: posts skip the call (two posts per job)
         self._new_event: Callable[[], Any] = anyio.Event
         self._new_scope: Callable[..., Any] = anyio.CancelScope
         self._finishing = False
@@ -82,7 +83,9 @@ class MachineRunner:
 
     def post(self, event: Event, *, urgent: bool = False) -> None:
         (self._urgent if urgent else self._events).append(event)
-        self._wake.set()
+        if not self._woken:
+            self._woken = True
+            self._wake.set()
 
     def finish(self) -> None:
         """End the loop once the queued events are handled (the machine should be stopped by then)."""
@@ -120,6 +123,7 @@ class MachineRunner:
                 return None
             deadline = self.machine.next_deadline()
             self._wake = self._new_event()
+            self._woken = False
             if deadline is None:
                 await self._wake.wait()
                 continue

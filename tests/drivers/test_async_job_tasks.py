@@ -20,11 +20,12 @@ def _pool(nursery: anyio.abc.TaskGroup, work: Any, spawned: list[int]) -> _JobTa
         spawned.append(1)
         nursery.start_soon(task)
 
-    async def task() -> None:
-        fresh = True
+    async def task() -> None:  # as the client's _job_task takes its runs
+        pool.arrived()
         while True:
-            run = await pool.take(fresh=fresh)
-            fresh = False
+            run = pool.poll()
+            if run is None:
+                run = await pool.take()
             await work(run)
 
     pool = _JobTasks(spawn)
@@ -80,5 +81,46 @@ def test_runs_that_wait_get_a_task_each_and_tasks_are_reused(run: Run) -> None:
             assert len(spawned) == 20  # the parked tasks took the new runs
             gate.set()
             nursery.cancel_scope.cancel()
+
+    run(main)
+
+
+def test_async_chain_awaits_async_def_and_async_call_workers(run: Run) -> None:
+    """An ``async def`` worker's call is the chain's innermost step itself; a callable that is
+    async only by its ``__call__`` goes through the wrapping coroutine; a sync one has no chain."""
+    from dataclasses import dataclass
+    from types import SimpleNamespace
+
+    from river_async.client import Client
+    from river_protocol.workers import WorkerEntry
+
+    @dataclass
+    class Args:
+        n: int
+
+    async def with_ctx(ctx: Any, args: Args) -> int:
+        return args.n + 1
+
+    async def without_ctx(args: Args) -> int:
+        return args.n + 2
+
+    class AsyncCall:
+        async def __call__(self, ctx: Any, args: Args) -> int:
+            return args.n + 3
+
+    def blocking(ctx: Any, args: Args) -> int:
+        return args.n
+
+    client = Client("sqlite:///unused-never-opened.sqlite3")  # the constructor does no I/O
+
+    async def main() -> None:
+        results = []
+        for fn, takes_context in ((with_ctx, True), (without_ctx, False), (AsyncCall(), True)):
+            chain = client._async_chain(WorkerEntry("k", Args, fn, takes_context))
+            assert chain is not None
+            ctx = SimpleNamespace(_resumable_state=None, job=SimpleNamespace(metadata={}))
+            results.append(await chain(ctx, Args(10)))  # type: ignore[arg-type]
+        assert results == [11, 12, 13]
+        assert client._async_chain(WorkerEntry("k", Args, blocking, True)) is None
 
     run(main)
