@@ -111,30 +111,6 @@ def loop_deadline(when: datetime) -> float:
     return current().loop_deadline(when)
 
 
-def _clock(current_time: Callable[[], float], base: Callable[[], tuple[datetime, float] | None],
-           keep: Callable[[tuple[datetime, float]], object]) -> tuple[Callable[[], datetime],
-                                                                    Callable[[datetime], float]]:
-    """``utcnow`` and ``loop_deadline`` on a loop clock, with a (wall, loop) base pair per run."""
-
-    def pair() -> tuple[datetime, float]:
-        found = base()
-        if found is None:
-            found = (datetime.now(UTC), current_time())
-            keep(found)
-        return found
-
-    def now() -> datetime:
-        wall, start = pair()
-        # timedelta(days, seconds): the same value as seconds=, without the keyword parsing.
-        return wall + timedelta(0, current_time() - start)
-
-    def deadline(when: datetime) -> float:
-        wall, start = pair()
-        return start + (when - wall).total_seconds()
-
-    return now, deadline
-
-
 # ---------------------------------------------------------------- trio
 
 
@@ -142,15 +118,32 @@ def _trio_backend() -> Backend:
     import outcome
     import trio
 
-    base_var: trio.lowlevel.RunVar[tuple[datetime, float]] = trio.lowlevel.RunVar("river_async_clock_base")
+    # The run's (wall, loop) base pair and its clock's current_time: trio.current_time() is
+    # that method behind two more calls, and utcnow() runs once or more per job.
+    base_var: trio.lowlevel.RunVar[tuple[datetime, float, Callable[[], float]]] = trio.lowlevel.RunVar(
+        "river_async_clock_base")
+    get_base = base_var.get
 
-    def base() -> tuple[datetime, float] | None:
+    def base() -> tuple[datetime, float, Callable[[], float]]:
         try:
-            return base_var.get()
+            return get_base()
         except LookupError:
-            return None
+            current_time = trio.lowlevel.current_clock().current_time
+            found = (datetime.now(UTC), current_time(), current_time)
+            base_var.set(found)
+            return found
 
-    now, deadline = _clock(trio.current_time, base, base_var.set)
+    def now() -> datetime:
+        try:
+            wall, start, current_time = get_base()
+        except LookupError:
+            wall, start, current_time = base()
+        # timedelta(days, seconds): the same value as seconds=, without the keyword parsing.
+        return wall + timedelta(0, current_time() - start)
+
+    def deadline(when: datetime) -> float:
+        wall, start, _ = base()
+        return start + (when - wall).total_seconds()
 
     async def run_interruptible(work: Callable[[], T], interrupt: Interrupt) -> T:
         token = trio.lowlevel.current_trio_token()
@@ -291,22 +284,32 @@ def _asyncio_backend() -> Backend:
     # weak reference each time, and utcnow() runs more than once per job.
     last: list[Any] = [None, None]  # [weakref to the loop, its pair]
 
-    def base() -> tuple[datetime, float] | None:
-        loop = asyncio.get_running_loop()
+    get_running_loop = asyncio.get_running_loop
+
+    def base(loop: Any) -> tuple[datetime, float]:
         ref = last[0]
         if ref is not None and ref() is loop:
             return last[1]  # type: ignore[no-any-return]
         found = bases.get(loop)
-        if found is not None:
-            last[:] = [weakref.ref(loop), found]
+        if found is None:
+            found = bases[loop] = (datetime.now(UTC), loop.time())
+        last[:] = [weakref.ref(loop), found]
         return found
 
-    def keep(pair: tuple[datetime, float]) -> None:
-        loop = asyncio.get_running_loop()
-        bases[loop] = pair
-        last[:] = [weakref.ref(loop), pair]
+    def now() -> datetime:
+        loop = get_running_loop()
+        ref = last[0]
+        wall: datetime
+        if ref is not None and ref() is loop:  # base()'s common case, without its call
+            wall, start = last[1]
+        else:
+            wall, start = base(loop)
+        # timedelta(days, seconds): the same value as seconds=, without the keyword parsing.
+        return wall + timedelta(0, loop.time() - start)
 
-    now, deadline = _clock(loop_time, base, keep)
+    def deadline(when: datetime) -> float:
+        wall, start = base(get_running_loop())
+        return start + (when - wall).total_seconds()
 
     threads = _ThreadCache()
 

@@ -86,12 +86,14 @@ def test_runs_that_wait_get_a_task_each_and_tasks_are_reused(run: Run) -> None:
 
 
 def test_async_chain_awaits_async_def_and_async_call_workers(run: Run) -> None:
-    """An ``async def`` worker's call is the chain's innermost step itself; a callable that is
-    async only by its ``__call__`` goes through the wrapping coroutine; a sync one has no chain."""
+    """An ``async def`` worker with no middleware but the resumable steps' gets the
+    ``_resumable_only`` marker (``_call_worker`` runs those steps itself), with middleware its call
+    is the chain's innermost step; a callable that is async only by its ``__call__`` goes through
+    the wrapping coroutine; a sync one has no chain."""
     from dataclasses import dataclass
     from types import SimpleNamespace
 
-    from river_async.client import Client
+    from river_async.client import Client, _resumable_only
     from river_protocol.workers import WorkerEntry
 
     @dataclass
@@ -111,9 +113,15 @@ def test_async_chain_awaits_async_def_and_async_call_workers(run: Run) -> None:
     def blocking(ctx: Any, args: Args) -> int:
         return args.n
 
-    client = Client("sqlite:///unused-never-opened.sqlite3")  # the constructor does no I/O
+    async def passthrough(ctx: Any, args: Any, call_next: Any) -> Any:
+        return await call_next(ctx, args)
+
+    bare = Client("sqlite:///unused-never-opened.sqlite3")  # the constructor does no I/O
+    client = Client("sqlite:///unused-never-opened.sqlite3", middleware=[passthrough])
 
     async def main() -> None:
+        assert bare._async_chain(WorkerEntry("k", Args, with_ctx, True)) is _resumable_only
+        assert bare._async_chain(WorkerEntry("k", Args, AsyncCall(), True)) is not _resumable_only
         results = []
         for fn, takes_context in ((with_ctx, True), (without_ctx, False), (AsyncCall(), True)):
             chain = client._async_chain(WorkerEntry("k", Args, fn, takes_context))
