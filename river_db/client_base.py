@@ -55,7 +55,7 @@ from river_protocol.errors import RiverError
 from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
-from river_protocol.machines.completer import CompleterOutput, Submit
+from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.producer import JobFinished, ProducerOutput, TriggerFetch
 from river_protocol.outcomes import Outcome
 from river_protocol.retry import RetryPolicy
@@ -338,14 +338,16 @@ class ClientBase:
         # One acquisition of _guard for the whole hand-off: every job thread passes here.
         # Posting never blocks (a runner's queue append), so holding it meanwhile is cheap.
         with self._guard:
-            finish = self._core.finish_job(
-                run.plan, outcome, now=type(self)._clock(), started_at=run.started_at,
+            plan = run.plan
+            submit = self._core.finish_submit(
+                plan, outcome, now=type(self)._clock(), started_at=run.started_at,
                 cancel_cause=run.token.cause, error_handler_cancel=handler_cancel, metadata_updates=metadata,
+                context=run,
             )
             # Slot first: once the completer commits, a claim may return this job again (see runner).
-            self._producers[run.queue].post(JobFinished(run.plan.job.id), urgent=True)
+            self._producers[run.queue].post(JobFinished(plan.job.id), urgent=True)
             if self._completer is not None:
-                self._completer.post(Submit(finish.update, finish.reason, context=run))
+                self._completer.post(submit)
             # Last: a stop waits for no run to be left before it stops the completer.
             self._forget_held(run)
 

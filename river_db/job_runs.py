@@ -63,9 +63,13 @@ class RunTable:
     def add(self, run: JobRun) -> None:
         self._runs[run.plan.job.id] = run
 
-    def forget(self, run: JobRun) -> None:
-        if self._runs.get(run.plan.job.id) is run:
-            del self._runs[run.plan.job.id]
+    def forget(self, run: JobRun) -> bool:
+        """Drop ``run`` if it is still the current run of its job; True when no run is left
+        (the caller's ``not table``, without a call of ``__len__``)."""
+        runs, job_id = self._runs, run.plan.job.id
+        if runs.get(job_id) is run:
+            del runs[job_id]
+        return not runs
 
     def is_current(self, run: JobRun) -> bool:
         """False once the run has finished (a later attempt of the same job may have taken its id)."""

@@ -56,7 +56,7 @@ from river_protocol.leadership import Leadership, PeriodicJob, constructed_args,
 from river_protocol.machines import maintenance as mnt
 from river_protocol.machines import periodic as periodic_machine
 from river_protocol.machines.base import Event, Rng
-from river_protocol.machines.completer import Completer, CompletionReason
+from river_protocol.machines.completer import Completer, CompletionReason, Submit
 from river_protocol.machines.elector import Elector
 from river_protocol.machines.notifications import (
     TOPIC_CONTROL,
@@ -84,7 +84,15 @@ from river_protocol.outcomes import Failed, Outcome, undecodable_failure, unknow
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules, unique_fields_of
-from river_protocol.work import CancelCause, Finish, effective_timeout, error_text, finish_job, plain_success
+from river_protocol.work import (
+    CancelCause,
+    Finish,
+    effective_timeout,
+    error_text,
+    finish_job,
+    plain_success,
+    plain_success_update,
+)
 from river_protocol.workers import WorkerEntry, Workers
 
 # ---------------------------------------------------------------- configuration
@@ -302,8 +310,13 @@ def event_kind_for_completion(persisted: CompletionReason | None, stored: JobSta
     not recorded, the finalized state the row was given meanwhile; None (no event) when the row
     was moved elsewhere and is not finalized (rescued, retried), since nothing ended."""
     if persisted is not None:
-        return EVENT_FOR_REASON[persisted]
+        return _EVENT_FOR_REASON_VALUE[persisted._value_]
     return _EVENT_FOR_FINALIZED_ELSEWHERE.get(stored)
+
+
+# EVENT_FOR_REASON by the reasons' values: a str hashes in C, an Enum member's __hash__ is Python
+# code, run for every completion's event.
+_EVENT_FOR_REASON_VALUE = {reason._value_: kind for reason, kind in EVENT_FOR_REASON.items()}
 
 
 EVENT_FOR_QUEUE = {
@@ -687,6 +700,31 @@ class ClientCore:
             worker_next_retry=next_retry, error_handler_cancel=error_handler_cancel,
             metadata_updates=metadata_updates,
         )
+
+    def finish_submit(
+        self,
+        plan: JobPlan,
+        outcome: Outcome,
+        *,
+        now: datetime,
+        started_at: datetime,
+        cancel_cause: CancelCause | None = None,
+        error_handler_cancel: bool = False,
+        metadata_updates: Mapping[str, Any] | None = None,
+        context: Any = None,
+    ) -> Submit:
+        """``finish_job``'s request as the completer's ``Submit`` (``context`` handed back with its
+        completion). A plain success, most runs, builds its update and the Submit and nothing else
+        (no ``Finish`` only to be unpacked); the rng draw and every answer are ``finish_job``'s."""
+        update = plain_success_update(plan.job, outcome, now, metadata_updates)
+        if update is not None:
+            self._rng.random()  # drawn for every run, successes too, as finish_job draws it
+            return Submit(update, CompletionReason.COMPLETED, context)
+        finish = self.finish_job(
+            plan, outcome, now=now, started_at=started_at, cancel_cause=cancel_cause,
+            error_handler_cancel=error_handler_cancel, metadata_updates=metadata_updates,
+        )
+        return Submit(finish.update, finish.reason, context)
 
     def stuck_after(self, timeout: timedelta) -> timedelta:
         """When a job still running past its timeout counts as stuck (Go: timeout + 10 s)."""

@@ -207,11 +207,19 @@ def plain_success(
 ) -> Finish | None:
     """``finish_job``'s answer for a plain success (nothing recorded, a UTC ``now``), without its
     dispatch; None for anything else. Most runs end here, and no override changes a success."""
+    update = plain_success_update(job, outcome, now, metadata_updates)
+    return None if update is None else Finish(update, CompletionReason.COMPLETED, outcome)
+
+
+def plain_success_update(
+    job: JobRow, outcome: Outcome, now: datetime | GoTime, metadata_updates: Mapping[str, Any] | None
+) -> SetStateUpdate | None:
+    """``plain_success``'s update (its reason is ``COMPLETED``), without the ``Finish`` around it:
+    a client handing it straight to the completer builds no object per job only to unpack it."""
     if (outcome.__class__ is Completed and not metadata_updates and now.__class__ is datetime
             and now.tzinfo is UTC):
-        return Finish(SetStateUpdate(job.id, JobState.COMPLETED, finalized_at=now,
-                                     claimed=job if job.undecodable is None else None),
-                      CompletionReason.COMPLETED, outcome)
+        return SetStateUpdate(job.id, JobState.COMPLETED, finalized_at=now,
+                              claimed=job if job.undecodable is None else None)
     return None
 
 

@@ -576,17 +576,21 @@ class Client(ClientBase):
         assert worker is not None
         cached = self._chains.get(id(worker))  # (worker, chain): the id alone could be reused
         if cached is None or cached[0] is not worker:
-            cached = self._chains[id(worker)] = (worker, self._with_middleware(worker.call))
+            # A worker taking ctx is called as fn(ctx, args), what WorkerEntry.call would do: one
+            # call less per job.
+            call = worker.fn if worker.takes_context else worker.call
+            cached = self._chains[id(worker)] = (worker, self._with_middleware(call))
         return cached[1]
 
     def _work(self, run: JobRun) -> None:
-        ctx = WorkContext(run.plan.job, run.plan.args, self, run.token)
+        plan = run.plan
+        ctx = WorkContext(plan.job, plan.args, self, run.token)
         run.ctx = ctx
         result: Any = None
         error: BaseException | None = None
         trace = ""
         try:
-            result = self._call_chain(run)(ctx, run.plan.args)
+            result = self._call_chain(run)(ctx, plan.args)
         except BaseException as exc:  # a worker must never take its thread's report down
             error, trace = exc, traceback.format_exc()
         try:
@@ -595,12 +599,12 @@ class Client(ClientBase):
             handler_cancel = False
             if self._error_handler is not None and error is not None and wants_error_handler(outcome, cause):
                 try:
-                    handler_cancel = bool(self._error_handler(run.plan.job, error))
+                    handler_cancel = bool(self._error_handler(plan.job, error))
                 except Exception:
-                    log.exception("river: error handler failed for job %d", run.plan.job.id)
+                    log.exception("river: error handler failed for job %d", plan.job.id)
             self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
         except Exception:
-            log.exception("river: could not report the outcome of job %d", run.plan.job.id)
+            log.exception("river: could not report the outcome of job %d", plan.job.id)
             self._release(run)
 
     def _release(self, run: JobRun) -> None:
@@ -610,13 +614,13 @@ class Client(ClientBase):
             self._forget_held(run)
 
     def _forget_held(self, run: JobRun) -> None:
-        self._runs.forget(run)
+        empty = self._runs.forget(run)
         slot = run.deadline_slot
         if slot is not None:
             run.deadline_slot = None
             if self._watchdog is not None:
                 self._watchdog.drop(run, slot)
-        if not self._runs:  # what the only waiter, _stop, waits for
+        if empty:  # what the only waiter, _stop, waits for
             self._runs_idle.notify_all()
 
     # ---------------------------------------------------------------- runtime queues (client.queues)

@@ -56,6 +56,7 @@ def resumable_middleware(ctx: WorkContext, args: Any, call_next: Callable[[WorkC
             if ctx._resumable_state is not None:
                 raised(ctx)
             raise
-        return returned(ctx, result)
+        # returned(ctx, result) is result itself while no step was opened: most runs skip the call.
+        return result if ctx._resumable_state is None else returned(ctx, result)
     with ResumableAttempt(ctx) as attempt:
         return attempt.returned(call_next(ctx, args))

@@ -48,10 +48,15 @@ def test_add_get_forget_and_a_later_attempt_of_the_same_job() -> None:
     assert table.get(1) is first and len(table) == 1 and list(table) == [first]
     again = run(1)  # the same job claimed again after its slot was given back
     table.add(again)
-    table.forget(first)  # a stale forget must not drop the newer run
+    assert table.forget(first) is False  # a stale forget must not drop the newer run
     assert table.get(1) is again and not table.is_current(first)
-    table.forget(again)
+    assert table.forget(again) is True  # True: no run is left
     assert len(table) == 0 and table.get(1) is None
+    assert table.forget(again) is True
+    other = run(2)
+    table.add(other)
+    table.add(run(3))
+    assert table.forget(other) is False and len(table) == 1
 
 
 def test_timeout_sets_the_token_and_counts_once(caplog: pytest.LogCaptureFixture) -> None:

@@ -255,6 +255,37 @@ def test_plan_job_and_finish() -> None:
     assert set(core.make_producers()) == {"default"} and core.make_completer() is not None
 
 
+def test_finish_submit_is_finish_job_as_a_submit() -> None:
+    """The completer request a client hands on is finish_job's, for every kind of outcome, with
+    the run as its context and one rng draw per run, the plain success's shortcut included."""
+    cases = [
+        (Completed(), {}, None),
+        (Completed(), {"output": 1}, None),
+        (Failed("x", "trace"), {}, None),
+        (Failed("context canceled"), {}, CancelCause.REMOTE_CANCEL),
+        (Snooze(timedelta(seconds=3)), {}, None),
+        (Cancel("stop"), {}, None),
+        (Discard("bad"), {}, None),
+        (Interrupted(), {}, CancelCause.STOP),
+    ]
+    for outcome, metadata, cause in cases:
+        for job in (_row(), _row(undecodable="metadata: not an object", metadata={})):
+            one, other = _core(), _core()
+            plan = one.plan_job(job)
+            context = object()
+            submit = one.finish_submit(plan, outcome, now=NOW, started_at=NOW, cancel_cause=cause,
+                                       metadata_updates=metadata, context=context)
+            finish = other.finish_job(other.plan_job(job), outcome, now=NOW, started_at=NOW,
+                                      cancel_cause=cause, metadata_updates=metadata)
+            assert (submit.update, submit.reason) == (finish.update, finish.reason), outcome
+            assert submit.context is context
+            assert one._rng.random() == other._rng.random()  # the same draws so far
+    core = _core()
+    plan = core.plan_job(_row())
+    with pytest.raises(ValidationError):
+        core.finish_submit(plan, Interrupted(), now=NOW, started_at=NOW)
+
+
 def test_plan_job_timeout_follows_the_config_it_is_planned_under() -> None:
     core = _core(job_timeout=timedelta(seconds=5))
     assert core.plan_job(_row()).timeout == timedelta(seconds=5)
