@@ -712,7 +712,7 @@ class Client(ClientBase):
             if len(self._middleware) == 1 and self._middleware[0] is resumable_middleware:
                 chain = _resumable_only
             else:
-                chain = self._with_middleware(worker.call)
+                chain = self._with_middleware(worker.ctx_call)
         elif is_async_worker(worker):
             async def call(ctx: WorkContext, args: Any) -> Any:
                 # _maybe_await inlined: a coroutine less per job.

@@ -71,6 +71,12 @@ class WorkerEntry:
     def call(self, ctx: Any, args: Any) -> Any:
         return self.fn(ctx, args) if self.takes_context else self.fn(args)
 
+    @property
+    def ctx_call(self) -> Callable[[Any, Any], Any]:
+        """What ``call`` runs, as a ``(ctx, args)`` callable: ``fn`` itself when it takes ctx (a
+        chain built once per worker then calls it with no layer between), else ``call``."""
+        return self.fn if self.takes_context else self.call
+
     def timeout(self, job: JobRow) -> timedelta | None:
         return None if self.timeout_for is None else self.timeout_for(job)
 

@@ -576,10 +576,7 @@ class Client(ClientBase):
         assert worker is not None
         cached = self._chains.get(id(worker))  # (worker, chain): the id alone could be reused
         if cached is None or cached[0] is not worker:
-            # A worker taking ctx is called as fn(ctx, args), what WorkerEntry.call would do: one
-            # call less per job.
-            call = worker.fn if worker.takes_context else worker.call
-            cached = self._chains[id(worker)] = (worker, self._with_middleware(call))
+            cached = self._chains[id(worker)] = (worker, self._with_middleware(worker.ctx_call))
         return cached[1]
 
     def _work(self, run: JobRun) -> None:

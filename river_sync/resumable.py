@@ -56,7 +56,6 @@ def resumable_middleware(ctx: WorkContext, args: Any, call_next: Callable[[WorkC
             if ctx._resumable_state is not None:
                 raised(ctx)
             raise
-        # returned(ctx, result) is result itself while no step was opened: most runs skip the call.
-        return result if ctx._resumable_state is None else returned(ctx, result)
+        return returned(ctx, result)
     with ResumableAttempt(ctx) as attempt:
         return attempt.returned(call_next(ctx, args))

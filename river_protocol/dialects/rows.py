@@ -53,7 +53,7 @@ def sqlite_now(b: Binder, now: datetime | None) -> str:
 
 # ---------------------------------------------------------------- column lists
 
-JOB_FIELDS = (
+_JOB_FIELDS = (
     "id", "kind", "args", "state", "queue", "priority", "attempt", "max_attempts",
     "attempted_at", "attempted_by", "created_at", "finalized_at", "scheduled_at",
     "errors", "metadata", "tags", "unique_key", "unique_states",
@@ -95,7 +95,7 @@ _SQLITE_CASTS = {
 
 def _columns(casts: dict[str, str], alias: str) -> str:
     qualifier = f"{alias}." if alias else ""
-    return ", ".join(casts.get(f, "{}").format(qualifier + f) for f in JOB_FIELDS)
+    return ", ".join(casts.get(f, "{}").format(qualifier + f) for f in _JOB_FIELDS)
 
 
 def pg_job_columns(alias: str = "") -> str:
@@ -106,7 +106,7 @@ def sqlite_job_columns(alias: str = "") -> str:
     return _columns(_SQLITE_CASTS, alias)
 
 
-JOB_COLUMN_COUNT = len(JOB_FIELDS)
+JOB_COLUMN_COUNT = len(_JOB_FIELDS)
 PG_QUEUE_COLUMNS = "name, created_at, metadata::text, paused_at, updated_at"
 SQLITE_QUEUE_COLUMNS = "name, created_at, json(metadata), paused_at, updated_at"
 LEADER_COLUMNS = "leader_id, elected_at, expires_at"
