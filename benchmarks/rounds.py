@@ -24,6 +24,12 @@ to fall, and runs anyway after that, its figures marked ``*`` in the table.
 Printed, never asserted: each system's median jobs/s and client CPU per job (the
 worker process's CPU time over jobs) with their spread (min-max) over the
 rounds, its peak RSS, the ratios to River Go's medians, and issue 19's targets.
+"PG CPU us/job" is the Postgres server's CPU per job in the work phase: the CPU
+of every local process named ``postgres*`` (backends, WAL writer, checkpointer...;
+``benchmarks.server_cpu``) from the start of the work (the line announcing the
+burn-down for ours, the first progress line for River Go) to the run's end. It
+needs the server on this machine ("-" otherwise, and for SQLite and pgqueuer); on
+a small machine the server and the client share the cores, so it explains jobs/s.
 
 River Go joins the rounds when ``RIVER_GO_BIN`` (or ``--river-go``) names a
 River Go CLI binary, built from River's own source (``go build ./cmd/river`` in
@@ -52,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO, TypeVar
 
 from benchmarks.fresh_state import LOAD_LIMIT, LOAD_WAIT, FreshDatabases, wait_for_quiet
+from benchmarks.server_cpu import ServerCpu
 from benchmarks.sync_driver import Scratch, _run_child
 
 T = TypeVar("T")
@@ -109,6 +116,10 @@ class System:
         return self._values("client_cpu_us_per_job")
 
     @property
+    def server_cpus(self) -> list[float]:
+        return self._values("server_cpu_us_per_job")
+
+    @property
     def rss(self) -> list[float]:
         return self._values("peak_rss_mb")
 
@@ -125,6 +136,10 @@ class System:
         return statistics.median(self.cpus) if self.cpus else None
 
     @property
+    def server_cpu(self) -> float | None:
+        return statistics.median(self.server_cpus) if self.server_cpus else None
+
+    @property
     def peak_rss(self) -> float | None:
         return max(self.rss) if self.rss else None
 
@@ -139,20 +154,54 @@ def rotated(items: Sequence[T], round_number: int) -> list[T]:
     return [*items[k:], *items[:k]]
 
 
-def river_bench(url: str, n: int, driver: str, max_workers: int, timeout: float = 600.0) -> dict[str, Any]:
+def river_bench(url: str, n: int, driver: str, max_workers: int, timeout: float = 600.0,
+                server: Callable[[], ServerCpu] = ServerCpu) -> dict[str, Any]:
+    """One ``river bench -n N --json``: its JSON figures, plus the Postgres server's CPU per
+    job from its work phase (from the line announcing the burn-down, printed after the
+    inserts as the client starts, to its exit) when the database is Postgres."""
     cmd = [sys.executable, "-m", "river_tools.cli", "bench", "--database-url", url, "-n", str(n),
            "--json", "--wipe", "--driver", driver, "--max-workers", str(max_workers)]
+    measure = server() if url.startswith(("postgres://", "postgresql://")) else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    tail: deque[str] = deque(maxlen=50)
+
+    def read_stderr(stream: TextIO) -> None:  # progress and notes; an unread pipe would stall it
+        for line in stream:
+            tail.append(line.strip())
+            if measure is not None and line.startswith("bench: ") and "burn-down until" in line:
+                measure.start()
+
+    reader = threading.Thread(target=read_stderr, args=(proc.stderr,), name="bench-stderr", daemon=True)
+    reader.start()
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        timed_out.set()
+        proc.kill()
+
+    killer = threading.Timer(timeout, kill)
+    killer.start()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    except subprocess.TimeoutExpired:
+        stdout = proc.stdout.read()
+        proc.wait()
+        reader.join()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        killer.cancel()
+        seconds = measure.stop() if measure is not None else None
+    if timed_out.is_set():
         return {"error": f"timed out after {timeout:.0f} s"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-2:]
-        # Go's CLI prints its error and then its usage: the error line, else the last lines.
-        said = [line for line in tail if "error" in line.lower()] or list(tail)[-2:]
+        last = [line for line in tail if line] or stdout.strip().splitlines()
+        said = [line for line in last[-2:] if "error" in line.lower()] or last[-2:]
         return {"error": f"exit {proc.returncode}: " + " | ".join(said[:2])}
     result: dict[str, Any] = json.loads(lines[-1])
+    result["server_cpu_us_per_job"] = None if seconds is None else seconds / n * 1e6
     return result
 
 
@@ -166,8 +215,11 @@ def _process_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dict[str, Any]:
-    """One ``river bench -n N`` of River Go: its own jobs/s, and its CPU while it works."""
+def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0,
+                   server: Callable[[], ServerCpu] = ServerCpu) -> dict[str, Any]:
+    """One ``river bench -n N`` of River Go: its own jobs/s, and its CPU and the Postgres
+    server's while it works."""
+    measure = server()
     # One stream: an unread stderr pipe would stall Go's logger once full, and the bench with it.
     proc = subprocess.Popen([binary, "bench", "--database-url", url, "--num-total-jobs", str(n)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -182,16 +234,19 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dic
             tail.append(line.strip())
             if started is None and line.startswith("bench: jobs worked"):
                 started = _process_cpu(proc.pid)
+                measure.start()
             match = _GO_OVERALL.search(line)
             if match:
                 rate = float(match.group(1))
     except BaseException:
         proc.kill()
         proc.wait()
+        measure.stop()
         raise
     finally:
         killer.cancel()
     _, status, usage = os.wait4(proc.pid, 0)  # its rusage: Popen.wait would discard it
+    seconds = measure.stop()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0 or rate is None or started is None:
         # Go's CLI prints its error and then its usage: the error line, else the last lines.
@@ -199,6 +254,7 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0) -> dic
         return {"error": f"exit {proc.returncode}: " + " | ".join(said[:2])}
     cpu = usage.ru_utime + usage.ru_stime - started
     return {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu / n * 1e6,
+            "server_cpu_us_per_job": None if seconds is None else seconds / n * 1e6,
             "peak_rss_mb": usage.ru_maxrss / 1024}  # KiB on Linux
 
 
@@ -264,8 +320,10 @@ def run_rounds(all_systems: Sequence[System], fresh: FreshDatabases, opts: argpa
                 fresh.release(url)
             s.samples.append(Sample(number, load, result))
             cpu = result.get("client_cpu_us_per_job") or 0.0
+            server = result.get("server_cpu_us_per_job")
             last = (f"failed: {result['error']}" if "error" in result else
-                    f"{result['jobs_per_sec']:,.0f} jobs/s, {cpu:.1f} us/job")
+                    f"{result['jobs_per_sec']:,.0f} jobs/s, {cpu:.1f} us/job"
+                    + ("" if server is None else f", Postgres {server:.1f} us/job"))
             print(f"   round {number}: {s.name}: {last}", file=out, flush=True)
     return loads
 
@@ -283,20 +341,23 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 TABLE_HEADER = (f"   {'system':<36} {'jobs/s':>8} {'min-max':>15} {'x Go':>6} {'CPU us/job':>11} "
-                f"{'min-max':>12} {'x Go':>6} {'peak RSS MB':>12}   rounds (jobs/s; * = load >= 1)")
+                f"{'min-max':>12} {'x Go':>6} {'PG CPU us/job':>13} {'min-max':>12} {'x Go':>6} "
+                f"{'peak RSS MB':>12}   rounds (jobs/s; * = load >= 1)")
 
 
 def table_lines(all_systems: Sequence[System]) -> list[str]:
     """One line per system: medians, spreads (min-max), ratios to River Go's medians when it
     ran, peak RSS, and each round's jobs/s, marked * when taken at load >= 1."""
     go = next((s for s in all_systems if s.name.startswith("River Go")), None)
-    go_rate, go_cpu = (go.rate, go.cpu) if go is not None else (None, None)
+    go_rate, go_cpu, go_server = (go.rate, go.cpu, go.server_cpu) if go is not None else (None, None, None)
     lines = [TABLE_HEADER]
     for s in all_systems:
         shown = " ".join(f"r{x.round}:{x.result['jobs_per_sec']:,.0f}" + ("*" if x.loaded else "")
                          for x in s.samples if x.ok)
         lines.append(f"   {s.name:<36} {_fmt(s.rate):>8} {_spread(s.rates):>15} {_ratio(s.rate, go_rate):>6} "
                      f"{_fmt(s.cpu, '.1f'):>11} {_spread(s.cpus, '.1f'):>12} {_ratio(s.cpu, go_cpu):>6} "
+                     f"{_fmt(s.server_cpu, '.1f'):>13} {_spread(s.server_cpus, '.1f'):>12} "
+                     f"{_ratio(s.server_cpu, go_server):>6} "
                      f"{_fmt(s.peak_rss, '.0f'):>12}   {shown}")
         for error in dict.fromkeys(s.errors):
             lines.append(f"      failed: {error}")
@@ -328,7 +389,8 @@ def report(all_systems: Sequence[System], loads: Sequence[tuple[int, float, floa
         pg, lite = by.get(f"river_{driver} / postgres"), by.get(f"river_{driver} / sqlite")
         if pg is not None and go is not None and go.rate is not None:
             print(f"   river_{driver} / River Go: jobs/s {_ratio(pg.rate, go.rate)} [>= x1.00]; client CPU "
-                  f"per job {_ratio(pg.cpu, go.cpu)} [<= x1.00]", file=out)
+                  f"per job {_ratio(pg.cpu, go.cpu)} [<= x1.00]; Postgres CPU per job "
+                  f"{_ratio(pg.server_cpu, go.server_cpu)}", file=out)
         if pg is not None and best is not None:
             print(f"   river_{driver} / pgqueuer best ({best.name}): {_ratio(pg.rate, best.rate)}", file=out)
         for s in (pg, lite):

@@ -13,6 +13,7 @@ import re
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -130,29 +131,51 @@ def test_wait_for_quiet_gives_up_after_max_wait() -> None:
 # ---------------------------------------------------------------- the table
 
 
-def _system(name: str, *runs: tuple[float, float, float, float]) -> System:
+def _system(name: str, *runs: tuple[Any, ...]) -> System:
+    """Runs of (load, jobs/s, client CPU, peak RSS[, server CPU]); no server CPU, no key."""
     s = System(name, fresh=lambda: "", run=lambda url: {})
-    for number, (load, rate, cpu, rss) in enumerate(runs, 1):
-        s.samples.append(Sample(number, load, {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu,
-                                               "peak_rss_mb": rss}))
+    for number, (load, rate, cpu, rss, *server) in enumerate(runs, 1):
+        result = {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu, "peak_rss_mb": rss}
+        if server:
+            result["server_cpu_us_per_job"] = server[0]
+        s.samples.append(Sample(number, load, result))
     return s
 
 
 def test_table_has_medians_spreads_ratios_to_go_and_load_marks() -> None:
     go = _system("River Go / postgres",
-                 (0.2, 10_000, 30.0, 40), (1.5, 12_000, 32.0, 41), (0.4, 11_000, 31.0, 39))
+                 (0.2, 10_000, 30.0, 40, 50.0), (1.5, 12_000, 32.0, 41, 40.0), (0.4, 11_000, 31.0, 39, 45.0))
     sync = _system("river_sync / postgres",
-                   (0.2, 9_000, 45.0, 60), (1.5, 5_000, 60.0, 70), (0.4, 11_000, 40.0, 65))
+                   (0.2, 9_000, 45.0, 60, 36.0), (1.5, 5_000, 60.0, 70, 44.0), (0.4, 11_000, 40.0, 65, 40.5))
     failing = System("river_trio / postgres", fresh=lambda: "", run=lambda url: {})
     failing.samples.append(Sample(1, 0.1, {"error": "exit 1: boom"}))
     header, go_line, sync_line, trio_line, error_line = table_lines([go, sync, failing])
     assert "jobs/s" in header and "min-max" in header and "x Go" in header and "peak RSS MB" in header
+    assert "PG CPU us/job" in header
     assert go_line.split()[4:7] == ["11,000", "10,000-12,000", "x1.00"]
+    assert go_line.split()[10:13] == ["45.0", "40.0-50.0", "x1.00"]
     fields = sync_line.split()
-    assert fields[3:10] == ["9,000", "5,000-11,000", "x0.82", "45.0", "40.0-60.0", "x1.45", "70"]
-    assert fields[10:] == ["r1:9,000", "r2:5,000*", "r3:11,000"]  # round 2 ran at load >= 1
-    assert trio_line.split()[3:] == ["-", "-", "-", "-", "-", "-", "-"]
+    assert fields[3:9] == ["9,000", "5,000-11,000", "x0.82", "45.0", "40.0-60.0", "x1.45"]
+    assert fields[9:13] == ["40.5", "36.0-44.0", "x0.90", "70"]  # Postgres CPU per job, then RSS
+    assert fields[13:] == ["r1:9,000", "r2:5,000*", "r3:11,000"]  # round 2 ran at load >= 1
+    assert trio_line.split()[3:] == ["-"] * 10
     assert error_line.strip() == "failed: exit 1: boom"
+
+
+def test_table_shows_no_server_cpu_where_none_was_measured() -> None:
+    # pgqueuer's runs carry no key; a remote server's runs carry None; Go's ran with a local one.
+    go = _system("River Go / postgres", (0.2, 10_000, 30.0, 40, 50.0))
+    pgqueuer = _system("pgqueuer batch 100", (0.2, 8_000, 70.0, 90))
+    remote = _system("river_trio / postgres", (0.2, 9_000, 40.0, 60, None))
+    _, go_line, pgqueuer_line, remote_line = table_lines([go, pgqueuer, remote])
+    assert go_line.split()[10:13] == ["50.0", "50.0-50.0", "x1.00"]
+    for line in (pgqueuer_line, remote_line):
+        fields = line.split()
+        assert fields[9:12] == ["-", "-", "-"] and fields[3] != "-", line  # the rest still shown
+    out = io.StringIO()
+    rounds.report([go, remote], [(1, 0.2, 0.0)], out=out)
+    assert "river_trio / River Go: jobs/s x0.90 [>= x1.00]; client CPU per job x1.33 [<= x1.00]; " \
+           "Postgres CPU per job -" in out.getvalue()
 
 
 # ---------------------------------------------------------------- options
@@ -199,9 +222,12 @@ def test_rounds_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     assert re.search(r"^   load average \(1 min\) before each round: r1 \d+\.\d\d\*?$", out, re.M)
     table = out[out.index("== medians"):]
     for name in ("river_sync / postgres", "river_sync / sqlite"):
-        row = re.search(rf"^   {re.escape(name)} +([\d,]+) +({SPREAD}) +- +([\d.]+) +({SPREAD}) +- +(\d+) +"
-                        r"r1:[\d,]+\*?$", table, re.M)
+        server = rf"([\d.]+) +({SPREAD}) +-" if name.endswith("postgres") else "- +- +-"  # SQLite: none
+        row = re.search(rf"^   {re.escape(name)} +([\d,]+) +({SPREAD}) +- +([\d.]+) +({SPREAD}) +- +"
+                        rf"{server} +(\d+) +r1:[\d,]+\*?$", table, re.M)
         assert row is not None, table
+    assert re.search(r"^   round 1: river_sync / postgres: [\d,]+ jobs/s, [\d.]+ us/job, "
+                     r"Postgres [\d.]+ us/job$", out, re.M), out
     assert "River Go not measured in this run" in out
     after = {name for prefix in ours for name in _databases_named(prefix)}
     assert after - before == set()  # every copy and template dropped

@@ -1,0 +1,90 @@
+"""``benchmarks.server_cpu``: the Postgres server's CPU over a stretch of a run, from /proc.
+
+Fed fake readings (pid -> CPU seconds so far), sampled by hand: the sampler thread's
+interval is an hour, so it never samples on its own during a test.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks.server_cpu import ServerCpu, parse_stat, read_processes
+
+HOUR = 3600.0
+
+
+def _fed(*readings: dict[int, float]) -> ServerCpu:
+    queue = list(readings)
+    return ServerCpu(read=lambda: queue.pop(0) if len(queue) > 1 else queue[0], interval=HOUR)
+
+
+def test_a_process_present_at_the_start_counts_only_what_it_spends_after() -> None:
+    cpu = _fed({10: 5.0}, {10: 5.5}, {10: 6.0})
+    cpu.start()
+    cpu.sample()
+    assert cpu.stop() == pytest.approx(1.0)
+
+
+def test_a_process_that_exits_mid_run_still_counts() -> None:
+    cpu = _fed({10: 5.0, 11: 1.0}, {10: 5.4, 11: 1.2}, {11: 1.5})  # 10 exits after the first sample
+    cpu.start()
+    cpu.sample()
+    assert cpu.stop() == pytest.approx(0.4 + 0.5)
+
+
+def test_a_process_born_after_the_start_counts_whole() -> None:
+    cpu = _fed({10: 5.0}, {10: 5.0, 12: 0.3}, {10: 5.0, 12: 0.7})
+    cpu.start()
+    cpu.sample()
+    assert cpu.stop() == pytest.approx(0.7)
+
+
+def test_a_reused_pid_keeps_the_earlier_process_s_share() -> None:
+    cpu = _fed({10: 5.0}, {10: 5.6}, {10: 0.2})  # 10 exited; a new process got its pid
+    cpu.start()
+    cpu.sample()
+    assert cpu.stop() == pytest.approx(0.6 + 0.2)
+
+
+def test_no_visible_postgres_is_none_not_zero() -> None:
+    cpu = _fed({})
+    cpu.start()
+    cpu.sample()
+    assert cpu.stop() is None
+    assert ServerCpu(read=dict).stop() is None  # never started: the work phase never began
+
+
+def test_the_sampler_thread_samples_until_stopped() -> None:
+    calls: list[int] = []
+
+    def read() -> dict[int, float]:
+        calls.append(1)
+        return {10: 0.01 * len(calls)}
+
+    cpu = ServerCpu(read=read, interval=0.001)
+    cpu.start()
+    while len(calls) < 5:
+        pass
+    seconds = cpu.stop()
+    assert seconds is not None and seconds == pytest.approx(0.01 * (len(calls) - 1))
+
+
+def test_parse_stat_takes_the_name_up_to_the_last_parenthesis() -> None:
+    ticks = os.sysconf("SC_CLK_TCK")
+    rest = " ".join(["S", *["0"] * 10, str(3 * ticks), str(ticks), *["0"] * 30])
+    assert parse_stat(f"123 (postgres: a (b)) {rest}") == ("postgres: a (b)", 4.0)
+
+
+def test_read_processes_reads_proc(tmp_path: Path) -> None:
+    ticks = os.sysconf("SC_CLK_TCK")
+    rest = " ".join(["S", *["0"] * 10, str(ticks), str(ticks), *["0"] * 30])
+    for pid, name in ((7, "postgres"), (8, "python3"), (9, "postgres")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({name}) {rest}")
+    (tmp_path / "self").mkdir()
+    (tmp_path / "10").mkdir()  # exited: no stat file
+    assert read_processes(proc=str(tmp_path)) == {7: 2.0, 9: 2.0}
+    assert read_processes(proc=str(tmp_path / "missing")) == {}
