@@ -102,6 +102,24 @@ def pg_job_columns(alias: str = "") -> str:
     return _columns(_PG_CASTS, alias)
 
 
+# A completion's read-back of a claimed run on Postgres: what a set-state update can change
+# (``completed_row`` takes the rest from the claim), the other columns NULL, typed as
+# ``pg_job_columns`` types them so that the slim rows and whole ones share one UNION.
+_PG_CHANGEABLE = frozenset(("id", "state", "attempt", "attempted_at", "finalized_at", "scheduled_at",
+                            "errors", "metadata"))
+_PG_NULLS = {"kind": "text", "args": "text", "queue": "text", "priority": "smallint",
+             "max_attempts": "smallint", "attempted_by": "text", "created_at": "timestamptz",
+             "tags": "text", "unique_key": "bytea", "unique_states": "int"}
+
+
+def pg_slim_job_columns(alias: str) -> str:
+    """``pg_job_columns(alias)`` with only what a completion can change; the rest NULL."""
+    return ", ".join(
+        _PG_CASTS.get(f, "{}").format(f"{alias}.{f}") if f in _PG_CHANGEABLE else f"NULL::{_PG_NULLS[f]}"
+        for f in _JOB_FIELDS
+    )
+
+
 def sqlite_job_columns(alias: str = "") -> str:
     return _columns(_SQLITE_CASTS, alias)
 

@@ -14,7 +14,13 @@ from typing import Any
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import dedupe_batch, json_text, results_in_input_order
 from river_protocol.dialects.postgres.fragments import JOB_COLUMNS, binder, job_rows, now_sql
-from river_protocol.dialects.rows import Binder, job_row_from_pg, pg_job_columns
+from river_protocol.dialects.rows import (
+    Binder,
+    completed_row,
+    job_row_from_pg,
+    pg_job_columns,
+    pg_slim_job_columns,
+)
 from river_protocol.errors import ValidationError
 from river_protocol.intents import (
     ClaimJobs,
@@ -27,6 +33,7 @@ from river_protocol.intents import (
     Intent,
     ReconcileClaim,
     SetStateIfRunning,
+    SetStateUpdate,
     Statement,
 )
 from river_protocol.job import JobRow
@@ -287,6 +294,12 @@ def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow
         ) AS t(id, state, attempt, error, finalized_us, scheduled_us, do_merge, updates)
     """
     now = now_sql(b, intent.now)
+    # Every update is a run's whose claimed row we hold (plain completions): the updated rows
+    # come back slim, only what an update can change, completed from the claims. Less for the
+    # server to form and send and for us to read; the rest of each row is in hand already.
+    slim = all(u.claimed is not None for u in us)
+    updated_columns = f"{pg_slim_job_columns('u')}, true" if slim else pg_job_columns("u")
+    whole_mark = ", false" if slim else ""
     # The plan must not hang on the table's statistics. Joined to the input alone, a table the
     # planner believes small (never analysed: a new database, or autovacuum not yet by) is read
     # whole into a hash for every batch, and so was every row the second branch looked for;
@@ -324,14 +337,44 @@ def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow
               AND (j.state = 'running' OR i.do_merge)
             RETURNING j.*
         )
-        SELECT {pg_job_columns("u")} FROM updated u
+        SELECT {updated_columns} FROM updated u
         UNION ALL
-        SELECT {pg_job_columns("j")} FROM {d.prefix}river_job j
+        SELECT {pg_job_columns("j")}{whole_mark} FROM {d.prefix}river_job j
         WHERE j.id = ANY(ARRAY(SELECT id FROM input EXCEPT SELECT id FROM updated))
         ORDER BY 1
     """
     rows = yield Statement(sql, tuple(b.params), binary=True)
-    return job_rows(rows)
+    if not slim:
+        return job_rows(rows)
+    return (yield from _read_back_slim(d, rows, us))
+
+
+def _read_back_slim(d: Any, rows: list[tuple[Any, ...]],
+                    updates: tuple[SetStateUpdate, ...]) -> Plan[list[JobRow]]:
+    """The rows of a slim read-back (``SetStateUpdate.claimed``): an updated row still holding
+    its claim's attempted_at is the claim with what the update changed (``completed_row``); one
+    claimed again since (by another client, after a rescue) is selected whole. The rows the
+    statement did not update came back whole already (marked false)."""
+    claims = {u.id: u.claimed for u in updates}
+    out: list[JobRow] = []
+    again: list[int] = []
+    for row in rows:
+        if not row[-1]:
+            out.append(job_row_from_pg(row[:-1]))
+            continue
+        claim = claims[row[0]]
+        if claim is None or row[8] != claim.attempted_at:
+            again.append(row[0])
+            continue
+        out.append(completed_row(claim, row[3], row[6], row[11], row[12], row[13], row[14], job_row_from_pg))
+    if again:
+        b = binder()
+        whole = yield Statement(
+            f"SELECT {JOB_COLUMNS} FROM {d.prefix}river_job WHERE id = ANY({b.p(again)}::bigint[])",
+            tuple(b.params), binary=True)
+        out.extend(job_rows(whole))
+        out.sort(key=lambda job: job.id)
+    return out
 
 
 def _get_cancel_requested(d: Any, intent: GetCancelRequested) -> Plan[tuple[tuple[int, str], ...]]:
