@@ -120,6 +120,11 @@ def pg_slim_job_columns(alias: str) -> str:
     )
 
 
+def pg_changeable_columns(alias: str) -> str:
+    """The columns ``pg_slim_job_columns`` reads, as they are stored (an UPDATE's RETURNING)."""
+    return ", ".join(f"{alias}.{f}" for f in _JOB_FIELDS if f in _PG_CHANGEABLE)
+
+
 def sqlite_job_columns(alias: str = "") -> str:
     return _columns(_SQLITE_CASTS, alias)
 

@@ -18,6 +18,7 @@ from river_protocol.dialects.rows import (
     Binder,
     completed_row,
     job_row_from_pg,
+    pg_changeable_columns,
     pg_job_columns,
     pg_slim_job_columns,
 )
@@ -300,6 +301,9 @@ def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow
     slim = all(u.claimed is not None for u in us)
     updated_columns = f"{pg_slim_job_columns('u')}, true" if slim else pg_job_columns("u")
     whole_mark = ", false" if slim else ""
+    # The updated rows pass through a CTE: only what is read back is kept there (a tenth of
+    # the statement's time at 2,000 rows, EXPLAIN ANALYZE).
+    returning = pg_changeable_columns("j") if slim else "j.*"
     # The plan must not hang on the table's statistics. Joined to the input alone, a table the
     # planner believes small (never analysed: a new database, or autovacuum not yet by) is read
     # whole into a hash for every batch, and so was every row the second branch looked for;
@@ -335,7 +339,7 @@ def _set_state_if_running(d: Any, intent: SetStateIfRunning) -> Plan[list[JobRow
             FROM input i
             WHERE j.id = ANY(ARRAY(SELECT id FROM input)) AND j.id = i.id
               AND (j.state = 'running' OR i.do_merge)
-            RETURNING j.*
+            RETURNING {returning}
         )
         SELECT {updated_columns} FROM updated u
         UNION ALL
