@@ -30,6 +30,10 @@ of every local process named ``postgres*`` (backends, WAL writer, checkpointer..
 burn-down for ours, the first progress line for River Go) to the run's end. It
 needs the server on this machine ("-" otherwise, and for SQLite and pgqueuer); on
 a small machine the server and the client share the cores, so it explains jobs/s.
+Below the table, each system's ratios to River Go taken within each round (its
+figure over Go's in the same round), as a median and min-max over the rounds: a
+host that drifts between rounds (a virtual machine's neighbours) moves both sides
+of such a ratio together, where it moves each median on its own.
 
 River Go joins the rounds when ``RIVER_GO_BIN`` (or ``--river-go``) names a
 River Go CLI binary, built from River's own source (``go build ./cmd/river`` in
@@ -364,6 +368,41 @@ def table_lines(all_systems: Sequence[System]) -> list[str]:
     return lines
 
 
+RATIO_KEYS = (("jobs/s", "jobs_per_sec"), ("client CPU", "client_cpu_us_per_job"),
+              ("Postgres CPU", "server_cpu_us_per_job"))
+
+
+def paired_ratios(system: System, go: System, key: str) -> list[float]:
+    """``system``'s ``key`` over Go's in each round both ran: a round's systems run minutes
+    apart, so a host that slows down or speeds up between rounds moves both sides of a ratio
+    together, where it moves each median on its own."""
+    theirs = {x.round: x.result.get(key) for x in go.samples if x.ok}
+    out = []
+    for x in system.samples:
+        mine, base = x.result.get(key) if x.ok else None, theirs.get(x.round)
+        if mine is not None and base:
+            out.append(float(mine) / float(base))
+    return out
+
+
+def paired_lines(all_systems: Sequence[System]) -> list[str]:
+    """Per system: the median (min-max) of its per-round ratios to River Go; none without Go."""
+    go = next((s for s in all_systems if s.name.startswith("River Go")), None)
+    if go is None or not go.rates:
+        return []
+    lines = []
+    for s in all_systems:
+        if s is go:
+            continue
+        parts = []
+        for label, key in RATIO_KEYS:
+            ratios = paired_ratios(s, go, key)
+            parts.append(f"{label} " + (f"x{statistics.median(ratios):.2f} ({_spread(ratios, '.2f')})"
+                                        if ratios else "-"))
+        lines.append(f"   {s.name:<36} " + "; ".join(parts))
+    return lines
+
+
 def report(all_systems: Sequence[System], loads: Sequence[tuple[int, float, float]],
            out: TextIO | None = None) -> None:
     out = out or sys.stdout
@@ -376,6 +415,11 @@ def report(all_systems: Sequence[System], loads: Sequence[tuple[int, float, floa
         print(f"   * rounds taken at load >= {LOAD_LIMIT:g}: not evidence of speed", file=out)
     for line in table_lines(all_systems):
         print(line, file=out)
+    paired = paired_lines(all_systems)
+    if paired:
+        print("\n== ratios to River Go within each round: median (min-max) over the rounds", file=out)
+        for line in paired:
+            print(line, file=out)
     by = {s.name: s for s in all_systems}
     go = by.get("River Go / postgres")
     tuned = [s for s in all_systems if s.name in PGQUEUER_CONFIGS and s.name != PGQUEUER_DEFAULT

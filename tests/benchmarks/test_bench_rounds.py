@@ -179,6 +179,36 @@ def test_table_shows_no_server_cpu_where_none_was_measured() -> None:
            "Postgres CPU per job -" in out.getvalue()
 
 
+def test_paired_ratios_divide_by_go_in_the_same_round_only() -> None:
+    # Round 2 ran slower for both (host noise): paired, sync is x0.90 in every round it shares.
+    go = _system("River Go / postgres",
+                 (0.2, 10_000, 30.0, 40, 50.0), (0.2, 5_000, 60.0, 40, 100.0), (0.2, 12_000, 25.0, 40, 40.0))
+    sync = _system("river_sync / postgres",
+                   (0.2, 9_000, 33.0, 60, 45.0), (0.2, 4_500, 66.0, 60, 90.0))
+    sync.samples.append(Sample(3, 0.2, {"error": "exit 1: boom"}))  # a failed run pairs with nothing
+    assert rounds.paired_ratios(sync, go, "jobs_per_sec") == pytest.approx([0.9, 0.9])
+    assert rounds.paired_ratios(sync, go, "client_cpu_us_per_job") == pytest.approx([1.1, 1.1])
+    (line,) = rounds.paired_lines([go, sync])
+    assert line.split(maxsplit=3)[3] == ("jobs/s x0.90 (0.90-0.90); client CPU x1.10 (1.10-1.10); "
+                                         "Postgres CPU x0.90 (0.90-0.90)")
+    # The medians alone say otherwise: 6,750 against 10,000 jobs/s.
+    assert table_lines([go, sync])[2].split()[5] == "x0.68"
+
+
+def test_paired_ratios_need_go_and_skip_what_was_not_measured() -> None:
+    sync = _system("river_sync / postgres", (0.2, 9_000, 33.0, 60))
+    assert rounds.paired_lines([sync]) == []  # no Go in the run
+    go = _system("River Go / postgres", (0.2, 10_000, 30.0, 40, 50.0))
+    (line,) = rounds.paired_lines([go, sync])
+    assert line.endswith("Postgres CPU -")  # sync's run carried no server figure
+    out = io.StringIO()
+    rounds.report([go, sync], [(1, 0.2, 0.0)], out=out)
+    assert "== ratios to River Go within each round" in out.getvalue()
+    out = io.StringIO()
+    rounds.report([sync], [(1, 0.2, 0.0)], out=out)
+    assert "within each round" not in out.getvalue()
+
+
 # ---------------------------------------------------------------- options
 
 
