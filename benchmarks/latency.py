@@ -116,6 +116,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from benchmarks.fresh_state import FreshDatabases
+from benchmarks.server_cpu import process_cpu
 from benchmarks.sync_driver import Scratch
 from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, FETCH_COOLDOWN_MIN
 from river_tools.bench import BenchmarkArgs, bench_workers, percentile
@@ -164,11 +165,9 @@ def _ms(value: timedelta) -> str:
 def _proc_cpu(pid: int) -> float | None:
     """User + system CPU seconds of process ``pid``, or None when /proc does not show it."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
+        return process_cpu(pid)
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class BackendCpu:

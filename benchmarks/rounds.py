@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO, TypeVar
 
 from benchmarks.fresh_state import LOAD_LIMIT, LOAD_WAIT, FreshDatabases, wait_for_quiet
-from benchmarks.server_cpu import ServerCpu
+from benchmarks.server_cpu import ServerCpu, process_cpu
 from benchmarks.sync_driver import Scratch, _run_child
 
 T = TypeVar("T")
@@ -212,13 +212,6 @@ def river_bench(url: str, n: int, driver: str, max_workers: int, timeout: float 
 _GO_OVERALL = re.compile(r"overall job/sec \[\s*([0-9.]+)\s*\]")
 
 
-def _process_cpu(pid: int) -> float:
-    """User + system CPU seconds of a running process, from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0,
                    server: Callable[[], ServerCpu] = ServerCpu) -> dict[str, Any]:
     """One ``river bench -n N`` of River Go: its own jobs/s, and its CPU and the Postgres
@@ -237,7 +230,7 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0,
         for line in proc.stdout:
             tail.append(line.strip())
             if started is None and line.startswith("bench: jobs worked"):
-                started = _process_cpu(proc.pid)
+                started = process_cpu(proc.pid)
                 measure.start()
             match = _GO_OVERALL.search(line)
             if match:

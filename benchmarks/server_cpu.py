@@ -31,6 +31,12 @@ def parse_stat(text: str) -> tuple[str, float]:
     return head.partition("(")[2], (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def process_cpu(pid: int, proc: str = "/proc") -> float:
+    """User + system CPU seconds of running process ``pid`` (OSError once it is gone)."""
+    with open(f"{proc}/{pid}/stat") as f:
+        return parse_stat(f.read())[1]
+
+
 def read_processes(prefix: str = "postgres", proc: str = "/proc") -> Reading:
     """The CPU seconds of every process under ``proc`` whose name starts with ``prefix``."""
     out: Reading = {}

@@ -200,10 +200,10 @@ class SetStateUpdate:
     metadata_updates: bytes = b"{}"
     # The row as the claim returned it, when the update is for a run of it. No writer changes a
     # running job's other columns, so a dialect may read back only what an update can change
-    # (state, attempt, times, errors, metadata) and take the rest from here. SQLite does: its
-    # JSON columns' conversion to text is most of a completion's cost there (Postgres reads the
-    # whole row back for about the same). A hint about where the row came from, not part of the
-    # update's value: it takes no part in equality, and the rows returned are the same.
+    # (state, attempt, times, errors, metadata) and take the rest from here; both dialects do
+    # when every update of a batch has it (on SQLite the JSON columns' conversion to text is most
+    # of a completion's cost). A hint about where the row came from, not part of the update's
+    # value: it takes no part in equality, and the rows returned are the same.
     claimed: JobRow | None = field(default=None, compare=False, repr=False)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.server_cpu import ServerCpu, parse_stat, read_processes
+from benchmarks.server_cpu import ServerCpu, parse_stat, process_cpu, read_processes
 
 HOUR = 3600.0
 
@@ -88,3 +88,14 @@ def test_read_processes_reads_proc(tmp_path: Path) -> None:
     (tmp_path / "10").mkdir()  # exited: no stat file
     assert read_processes(proc=str(tmp_path)) == {7: 2.0, 9: 2.0}
     assert read_processes(proc=str(tmp_path / "missing")) == {}
+
+
+def test_process_cpu_reads_one_process_and_raises_once_it_is_gone(tmp_path: Path) -> None:
+    ticks = os.sysconf("SC_CLK_TCK")
+    rest = " ".join(["S", *["0"] * 10, str(3 * ticks), str(ticks), *["0"] * 30])
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "stat").write_text(f"7 (river bench) {rest}")
+    assert process_cpu(7, proc=str(tmp_path)) == 4.0
+    with pytest.raises(OSError):
+        process_cpu(8, proc=str(tmp_path))
+    assert process_cpu(os.getpid()) > 0  # this test's own process, from the real /proc
