@@ -124,6 +124,10 @@ class System:
         return self._values("server_cpu_us_per_job")
 
     @property
+    def whole_cpus(self) -> list[float]:
+        return self._values("whole_cpu_us_per_job")
+
+    @property
     def rss(self) -> list[float]:
         return self._values("peak_rss_mb")
 
@@ -144,6 +148,10 @@ class System:
         return statistics.median(self.server_cpus) if self.server_cpus else None
 
     @property
+    def whole_cpu(self) -> float | None:
+        return statistics.median(self.whole_cpus) if self.whole_cpus else None
+
+    @property
     def peak_rss(self) -> float | None:
         return max(self.rss) if self.rss else None
 
@@ -156,6 +164,22 @@ def rotated(items: Sequence[T], round_number: int) -> list[T]:
         return []
     k = (round_number - 1) % len(items)
     return [*items[k:], *items[:k]]
+
+
+def with_whole_cpu(result: dict[str, Any], url: str) -> dict[str, Any]:
+    """``result`` with ``whole_cpu_us_per_job``: all the CPU a job cost on this machine, the
+    client's and the database's. On SQLite the engine runs inside the client process, so its
+    client CPU is already the whole; on Postgres it is the client's plus the server's, and
+    unknown (None) when the server's was not measured. Comparing SQLite's client CPU with
+    Postgres's client CPU alone charges SQLite for the work Postgres's server does."""
+    client, server = result.get("client_cpu_us_per_job"), result.get("server_cpu_us_per_job")
+    if client is None:
+        whole = None
+    elif url.startswith(("postgres://", "postgresql://")):
+        whole = None if server is None else float(client) + float(server)
+    else:
+        whole = float(client)
+    return {**result, "whole_cpu_us_per_job": whole}
 
 
 def river_bench(url: str, n: int, driver: str, max_workers: int, timeout: float = 600.0,
@@ -206,7 +230,7 @@ def river_bench(url: str, n: int, driver: str, max_workers: int, timeout: float 
         return {"error": f"exit {proc.returncode}: " + " | ".join(said[:2])}
     result: dict[str, Any] = json.loads(lines[-1])
     result["server_cpu_us_per_job"] = None if seconds is None else seconds / n * 1e6
-    return result
+    return with_whole_cpu(result, url)
 
 
 _GO_OVERALL = re.compile(r"overall job/sec \[\s*([0-9.]+)\s*\]")
@@ -250,9 +274,9 @@ def river_go_bench(binary: str, url: str, n: int, timeout: float = 600.0,
         said = [line for line in tail if "error" in line.lower()] or list(tail)[-2:]
         return {"error": f"exit {proc.returncode}: " + " | ".join(said[:2])}
     cpu = usage.ru_utime + usage.ru_stime - started
-    return {"jobs_per_sec": rate, "client_cpu_us_per_job": cpu / n * 1e6,
-            "server_cpu_us_per_job": None if seconds is None else seconds / n * 1e6,
-            "peak_rss_mb": usage.ru_maxrss / 1024}  # KiB on Linux
+    return with_whole_cpu({"jobs_per_sec": rate, "client_cpu_us_per_job": cpu / n * 1e6,
+                           "server_cpu_us_per_job": None if seconds is None else seconds / n * 1e6,
+                           "peak_rss_mb": usage.ru_maxrss / 1024}, url)  # KiB on Linux
 
 
 def asyncio_available() -> bool:
@@ -362,7 +386,7 @@ def table_lines(all_systems: Sequence[System]) -> list[str]:
 
 
 RATIO_KEYS = (("jobs/s", "jobs_per_sec"), ("client CPU", "client_cpu_us_per_job"),
-              ("Postgres CPU", "server_cpu_us_per_job"))
+              ("Postgres CPU", "server_cpu_us_per_job"), ("client+Postgres CPU", "whole_cpu_us_per_job"))
 
 
 def paired_ratios(system: System, go: System, key: str) -> list[float]:
@@ -427,15 +451,17 @@ def report(all_systems: Sequence[System], loads: Sequence[tuple[int, float, floa
         if pg is not None and go is not None and go.rate is not None:
             print(f"   river_{driver} / River Go: jobs/s {_ratio(pg.rate, go.rate)} [>= x1.00]; client CPU "
                   f"per job {_ratio(pg.cpu, go.cpu)} [<= x1.00]; Postgres CPU per job "
-                  f"{_ratio(pg.server_cpu, go.server_cpu)}", file=out)
+                  f"{_ratio(pg.server_cpu, go.server_cpu)}; client+Postgres CPU per job "
+                  f"{_ratio(pg.whole_cpu, go.whole_cpu)}", file=out)
         if pg is not None and best is not None:
             print(f"   river_{driver} / pgqueuer best ({best.name}): {_ratio(pg.rate, best.rate)}", file=out)
         for s in (pg, lite):
             if s is not None and s.peak_rss is not None:
                 print(f"   {s.name} peak RSS {s.peak_rss:.0f} MB [<= {RSS_TARGET_MB:g}]", file=out)
         if lite is not None and pg is not None:
-            print(f"   river_{driver} sqlite: client CPU per job x{(lite.cpu or 0) / (pg.cpu or 1):.2f} of "
-                  f"postgres's [<= x1.00]", file=out)
+            print(f"   river_{driver} sqlite: client CPU per job {_ratio(lite.cpu, pg.cpu)} of "
+                  f"postgres's [<= x1.00]; {_ratio(lite.whole_cpu, pg.whole_cpu)} of postgres's client+server "
+                  "CPU (SQLite's engine runs in the client process)", file=out)
         recorded = SQLITE_RECORDED.get(driver)
         if lite is not None and recorded:
             print(f"   river_{driver} sqlite: {_ratio(lite.rate, recorded)} of the {recorded:,} jobs/s "

@@ -190,7 +190,7 @@ def test_paired_ratios_divide_by_go_in_the_same_round_only() -> None:
     assert rounds.paired_ratios(sync, go, "client_cpu_us_per_job") == pytest.approx([1.1, 1.1])
     (line,) = rounds.paired_lines([go, sync])
     assert line.split(maxsplit=3)[3] == ("jobs/s x0.90 (0.90-0.90); client CPU x1.10 (1.10-1.10); "
-                                         "Postgres CPU x0.90 (0.90-0.90)")
+                                         "Postgres CPU x0.90 (0.90-0.90); client+Postgres CPU -")
     # The medians alone say otherwise: 6,750 against 10,000 jobs/s.
     assert table_lines([go, sync])[2].split()[5] == "x0.68"
 
@@ -200,13 +200,45 @@ def test_paired_ratios_need_go_and_skip_what_was_not_measured() -> None:
     assert rounds.paired_lines([sync]) == []  # no Go in the run
     go = _system("River Go / postgres", (0.2, 10_000, 30.0, 40, 50.0))
     (line,) = rounds.paired_lines([go, sync])
-    assert line.endswith("Postgres CPU -")  # sync's run carried no server figure
+    assert line.endswith("Postgres CPU -; client+Postgres CPU -")  # sync's run carried no server figure
     out = io.StringIO()
     rounds.report([go, sync], [(1, 0.2, 0.0)], out=out)
     assert "== ratios to River Go within each round" in out.getvalue()
     out = io.StringIO()
     rounds.report([sync], [(1, 0.2, 0.0)], out=out)
     assert "within each round" not in out.getvalue()
+
+
+def test_whole_cpu_is_client_plus_server_on_postgres_and_the_client_alone_on_sqlite() -> None:
+    pg = rounds.with_whole_cpu({"client_cpu_us_per_job": 20.0, "server_cpu_us_per_job": 40.5},
+                               "postgresql://h/db")
+    assert pg["whole_cpu_us_per_job"] == pytest.approx(60.5)
+    assert pg["client_cpu_us_per_job"] == 20.0  # the rest kept
+    unmeasured = {"client_cpu_us_per_job": 20.0, "server_cpu_us_per_job": None}
+    assert rounds.with_whole_cpu(unmeasured, "postgres://h/db")["whole_cpu_us_per_job"] is None
+    lite = rounds.with_whole_cpu({"client_cpu_us_per_job": 33.0}, "sqlite:///tmp/x.sqlite3")
+    assert lite["whole_cpu_us_per_job"] == 33.0  # SQLite's engine is inside the client process
+    assert rounds.with_whole_cpu({"error": "exit 1"}, "sqlite:///x")["whole_cpu_us_per_job"] is None
+
+
+def test_sqlite_target_compares_the_client_and_the_whole_cpu_with_postgres() -> None:
+    def whole(name: str, client: float, server: float | None) -> System:
+        s = System(name, fresh=lambda: "", run=lambda url: {})
+        url = "sqlite:///x" if name.endswith("sqlite") else "postgresql://h/db"
+        s.samples.append(Sample(1, 0.2, rounds.with_whole_cpu(
+            {"jobs_per_sec": 20_000.0, "client_cpu_us_per_job": client, "server_cpu_us_per_job": server,
+             "peak_rss_mb": 50.0}, url)))
+        return s
+
+    go = whole("River Go / postgres", 18.0, 40.0)
+    pg, lite = whole("river_sync / postgres", 20.0, 40.0), whole("river_sync / sqlite", 30.0, None)
+    out = io.StringIO()
+    rounds.report([go, pg, lite], [(1, 0.2, 0.0)], out=out)
+    text = out.getvalue()
+    assert "river_sync sqlite: client CPU per job x1.50 of postgres's [<= x1.00]; x0.50 of postgres's " \
+           "client+server CPU" in text, text
+    assert "client+Postgres CPU per job x1.03" in text, text  # (20 + 40) / (18 + 40)
+    assert "client+Postgres CPU x1.03 (1.03-1.03)" in text, text
 
 
 # ---------------------------------------------------------------- options
