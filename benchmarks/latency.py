@@ -1,7 +1,7 @@
 """Insert-to-start latency at a steady rate on Postgres: River's defaults beside the low-latency
 configuration (issue 19).
 
-``python -m benchmarks latency [--seconds S] [--rate R] [--worker sync|trio] [--only NAME] [--quick]``
+``python -m benchmarks latency [--seconds S] [--rate R] [--worker sync|trio] [--go-worker BINARY] [--only NAME] [--quick]``
 
 One job at a time is inserted by a ``river_sync.Client`` in this process, paced to
 ``--rate`` jobs/s (100) for ``--seconds`` (20); a worker process (``river_sync.Client``,
@@ -95,10 +95,19 @@ and not pursued: a claim on the listener's own connection (a SQL-level model, 3 
 region); the insert's NOTIFY folded into its INSERT statement (no cheaper: the NOTIFY's
 cost, ~50 us on the inserter's backend, is its commit-time queue write and signal).
 
-River Go: its CLI has no latency mode. ``river bench`` inserts its own jobs (a burst of
-N, or a 75,000-job backlog) and ends on its own count, so it cannot serve as a worker
-for a steady external load; the Go figure beside ours is the one issue 19 recorded
-(Go worker at River's defaults, Python inserting), shown as recorded.
+River Go: its CLI has no latency mode (``river bench`` inserts its own jobs and ends on
+its own count), so ``benchmarks/go_latency_worker`` is a River Go client of our own
+that works the same queue with a no-op worker for the bench's jobs (100 workers, the
+setting's worker fetch cooldown, everything else River's defaults, its batch
+completer included). With ``--go-worker BINARY`` (default ``$RIVER_GO_WORKER_BIN``)
+the run measures it as the worker too, Python inserting as for ours, for
+``GO_SETTINGS``: River's defaults and both ends at 1 ms (Go has no
+``async_claim_commit``, and its completer always batches). Its rows are named "River Go
+worker: " and the setting, and run right after ours of the same setting. Build it
+beside River's source (River v0.43.0): ``cd benchmarks/go_latency_worker && go mod
+tidy && go build -o river-go-latency-worker .``; nothing of River's is in this
+repository. Without the binary, the figure issue 19 recorded (Go worker at River's
+defaults, Python inserting) is shown instead, marked as recorded.
 """
 
 from __future__ import annotations
@@ -153,6 +162,8 @@ SETTINGS = (
     Setting("low latency: both 1 ms, group_commit=False, async_claim_commit", LOW, LOW, False, True),
 )
 DEFAULTS, LOW_LATENCY = SETTINGS[0].name, SETTINGS[-1].name
+GO_SETTINGS = (DEFAULTS, "both 1 ms")  # what River Go's worker can be set to: its fetch cooldown alone
+GO_PREFIX = "River Go worker: "
 
 
 def _ms(value: timedelta) -> str:
@@ -305,19 +316,30 @@ def _count_done(conn: Any, first_id: int) -> int:
     return int(row[0])
 
 
+def worker_command(setting: Setting, url: str, worker_driver: str = "sync",
+                   go_worker: str | None = None) -> list[str]:
+    """The worker process for ``setting``: ours (``child-work`` with ``worker_driver``), or River
+    Go's (``go_worker``, the binary of ``benchmarks/go_latency_worker``), which takes only the
+    worker's fetch cooldown."""
+    worker_url = named(url, WORKER_APP)
+    if go_worker is not None:
+        return [go_worker, worker_url, _ms(setting.worker_cooldown)]
+    return [sys.executable, "-m", "benchmarks.latency", "child-work", worker_url, worker_driver,
+            _ms(setting.worker_cooldown), "on" if setting.worker_group_commit else "off",
+            "on" if setting.worker_async_claim_commit else "off"]
+
+
 def run_setting(setting: Setting, url: str, *, seconds: float, rate: float,
-                worker_driver: str = "sync") -> dict[str, Any]:
-    """Insert ``seconds * rate`` jobs one at a time at ``rate``; the figures of their runs."""
+                worker_driver: str = "sync", go_worker: str | None = None) -> dict[str, Any]:
+    """Insert ``seconds * rate`` jobs one at a time at ``rate``; the figures of their runs.
+    The worker is ours, or River Go's when ``go_worker`` names its binary."""
     import psycopg
 
     from river_sync import Client
 
     n = max(int(seconds * rate), 1)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.latency", "child-work", named(url, WORKER_APP), worker_driver,
-         _ms(setting.worker_cooldown), "on" if setting.worker_group_commit else "off",
-         "on" if setting.worker_async_claim_commit else "off"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    worker = subprocess.Popen(worker_command(setting, url, worker_driver, go_worker),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert worker.stdin is not None and worker.stdout is not None
         if worker.stdout.readline().strip() != "ready":
@@ -393,7 +415,15 @@ def report_lines(results: dict[str, dict[str, Any]], load: float) -> list[str]:
                      f"{_fmt(r.get('pg_cpu_walwriter_us_per_job'), '.0f'):>9}   {r['done']}/{r['jobs']}")
     lines.append("   (PG CPU: the backends of this run's database; inserter / worker: those of each side's "
                  "connections; walwriter: the server's WAL writer, shared, not in PG CPU)")
-    lines.append(f"   {GO_RECORDED}")
+    go = results.get(GO_PREFIX + DEFAULTS)
+    if go is None or "error" in go:
+        lines.append(f"   {GO_RECORDED}")
+    else:
+        ours = results.get(DEFAULTS, {}).get("pg_cpu_us_per_job")
+        go_cpu = go["pg_cpu_us_per_job"]
+        lines.append(f"   River Go worker at River's defaults, this run: p50 {go['p50_ms']:.1f} ms, p95 "
+                     f"{go['p95_ms']:.1f} ms, Postgres CPU per job {_fmt(go_cpu)} us; ours at the defaults "
+                     + ("-" if ours is None or not go_cpu else f"x{ours / go_cpu:.2f}") + " of Go's")
     low = results.get(LOW_LATENCY)
     if low is not None and "error" not in low:
         cpu = low["pg_cpu_us_per_job"]
@@ -413,6 +443,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help="run only this setting (repeatable)")
     parser.add_argument("--worker", choices=("sync", "trio"), default="sync",
                         help="the worker process's client (the inserter is river_sync)")
+    parser.add_argument("--go-worker", metavar="BINARY", default=os.environ.get("RIVER_GO_WORKER_BIN"),
+                        help="River Go's worker (benchmarks/go_latency_worker built), also measured for "
+                        "the settings it has (default: $RIVER_GO_WORKER_BIN)")
     parser.add_argument("--quick", action="store_true", help="2 s per setting, to check the harness")
     opts = parser.parse_args(list(argv))
     if opts.seconds <= 0 or opts.rate <= 0:
@@ -426,24 +459,29 @@ def main(argv: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
     opts = parse_args(argv)
     chosen = [s for s in SETTINGS if not opts.only or s.name in opts.only]
     load = os.getloadavg()[0]
+    also_go = " (and River Go's)" if opts.go_worker else ""
     print(f"latency at {opts.rate:g} jobs/s for {opts.seconds:g} s per setting, one insert per call, "
-          f"{opts.worker} worker with {WORKERS} workers, Postgres; attempted_at - created_at; load average "
-          f"{load:.2f}", flush=True)
+          f"{opts.worker} worker{also_go} with {WORKERS} workers, Postgres; attempted_at - created_at; "
+          f"load average {load:.2f}", flush=True)
     results: dict[str, dict[str, Any]] = {}
     scratch = Scratch()
     try:
         fresh = FreshDatabases(scratch)
         for setting in chosen:
-            url = fresh.postgres("latency")
-            try:
-                results[setting.name] = run_setting(setting, url, seconds=opts.seconds, rate=opts.rate,
-                                                    worker_driver=opts.worker)
-            finally:
-                fresh.release(url)
-            print(f"   {setting.name}: inserter {_ms(setting.inserter_cooldown)}, worker "
-                  f"{_ms(setting.worker_cooldown)} ms fetch cooldown, group_commit "
-                  f"{setting.worker_group_commit}, async_claim_commit "
-                  f"{setting.worker_async_claim_commit}: done", flush=True)
+            workers: list[tuple[str, str | None]] = [(setting.name, None)]
+            if opts.go_worker and setting.name in GO_SETTINGS:
+                workers.append((GO_PREFIX + setting.name, opts.go_worker))
+            for name, go_worker in workers:
+                url = fresh.postgres("latency")
+                try:
+                    results[name] = run_setting(setting, url, seconds=opts.seconds, rate=opts.rate,
+                                                worker_driver=opts.worker, go_worker=go_worker)
+                finally:
+                    fresh.release(url)
+                print(f"   {name}: inserter {_ms(setting.inserter_cooldown)}, worker "
+                      f"{_ms(setting.worker_cooldown)} ms fetch cooldown"
+                      + ("" if go_worker else f", group_commit {setting.worker_group_commit}, "
+                         f"async_claim_commit {setting.worker_async_claim_commit}") + ": done", flush=True)
     finally:
         scratch.close()
     for line in report_lines(results, load):

@@ -92,6 +92,39 @@ def test_named_sets_the_application_name() -> None:
 
 
 @pytest.mark.postgres
+def test_worker_command_is_ours_or_river_go_with_the_settings_cooldown() -> None:
+    setting = next(s for s in SETTINGS if s.name == "both 1 ms")
+    ours = latency.worker_command(setting, "postgresql://h/db", "trio")
+    assert ours[1:4] == ["-m", "benchmarks.latency", "child-work"]
+    assert ours[4:] == ["postgresql://h/db?application_name=river_bench_worker", "trio", "1", "on", "off"]
+    go = latency.worker_command(setting, "postgresql://h/db", "trio", go_worker="/bin/go-worker")
+    assert go == ["/bin/go-worker", "postgresql://h/db?application_name=river_bench_worker", "1"]
+    assert set(latency.GO_SETTINGS) <= {s.name for s in SETTINGS}  # Go's rows name real settings
+    assert all(not s.worker_async_claim_commit for s in SETTINGS if s.name in latency.GO_SETTINGS)
+
+
+def test_report_shows_river_go_measured_in_the_run_instead_of_the_recorded_figure() -> None:
+    row = {"jobs": 100, "done": 100, "p50_ms": 52.0, "p95_ms": 97.0, "p99_ms": 101.0, "max_ms": 110.0,
+           "pg_cpu_us_per_job": 800.0}
+    go_row = {**row, "p50_ms": 55.0, "p95_ms": 99.5, "pg_cpu_us_per_job": 1000.0}
+    lines = report_lines({DEFAULTS: row, latency.GO_PREFIX + DEFAULTS: go_row}, load=0.3)
+    assert any(line.split()[-10:-5] == ["55.0", "99.5", "101.0", "110.0", "1000.0"] for line in lines)
+    (go_line,) = [line for line in lines if "defaults, this run" in line]
+    assert "p50 55.0 ms, p95 99.5 ms, Postgres CPU per job 1000.0 us; ours at the defaults x0.80 of Go's" \
+        in go_line
+    assert not any("recorded" in line for line in lines)
+    failed = report_lines({DEFAULTS: row, latency.GO_PREFIX + DEFAULTS: {"error": "no start"}}, load=0.3)
+    assert any("recorded" in line for line in failed)  # a failed Go run falls back to the record
+
+
+def test_options_take_the_go_worker_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIVER_GO_WORKER_BIN", "/opt/go-worker")
+    assert parse_args([]).go_worker == "/opt/go-worker"
+    assert parse_args(["--go-worker", "/x"]).go_worker == "/x"
+    monkeypatch.delenv("RIVER_GO_WORKER_BIN")
+    assert parse_args([]).go_worker is None
+
+
 def test_latency_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     results = latency.main(["--seconds", "0.5", "--only", DEFAULTS, "--only", LOW_LATENCY])
     out = capsys.readouterr().out
