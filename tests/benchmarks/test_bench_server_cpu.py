@@ -60,7 +60,7 @@ def test_no_visible_postgres_is_none_not_zero() -> None:
 def test_the_sampler_thread_samples_until_stopped() -> None:
     calls: list[int] = []
 
-    def read() -> dict[int, float]:
+    def read(pids: list[int] | None = None) -> dict[int, float]:
         calls.append(1)
         return {10: 0.01 * len(calls)}
 
@@ -70,6 +70,41 @@ def test_the_sampler_thread_samples_until_stopped() -> None:
         pass
     seconds = cpu.stop()
     assert seconds is not None and seconds == pytest.approx(0.01 * (len(calls) - 1))
+
+
+def test_the_thread_reads_known_pids_and_scans_all_of_proc_every_nth_sample() -> None:
+    calls: list[list[int] | None] = []
+    world = {10: 1.0}
+
+    def read(pids: list[int] | None = None) -> dict[int, float]:
+        calls.append(None if pids is None else sorted(pids))
+        if len(calls) == 3:
+            world[12] = 0.5  # a backend born mid-run, seen at the next full scan only
+        for pid in world:
+            world[pid] += 0.01
+        return dict(world) if pids is None else {p: world[p] for p in pids if p in world}
+
+    cpu = ServerCpu(read=read, interval=0.001, rescan_every=4)
+    cpu.start()
+    while len(calls) < 10:
+        pass
+    seconds = cpu.stop()
+    sampled = calls[1:-1]  # the start's and the stop's readings are full scans
+    assert calls[0] is None and calls[-1] is None
+    assert all((call is None) == (n % 4 == 0) for n, call in enumerate(sampled, 1)), calls
+    assert [10] in sampled[:3] and all(call in (None, [10], [10, 12]) for call in sampled)
+    assert [10, 12] in sampled[4:], calls  # known after its first full scan
+    assert seconds == pytest.approx(world[10] - 1.01 + world[12])  # 12 counted whole
+
+
+def test_read_processes_reads_only_the_pids_given(tmp_path: Path) -> None:
+    ticks = os.sysconf("SC_CLK_TCK")
+    rest = " ".join(["S", *["0"] * 10, str(ticks), str(ticks), *["0"] * 30])
+    for pid, name in ((7, "postgres"), (8, "python3"), (9, "postgres")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({name}) {rest}")
+    # 8 reused by another program and 11 gone: both left out; 9 not asked for.
+    assert read_processes(proc=str(tmp_path), pids=[7, 8, 11]) == {7: 2.0}
 
 
 def test_parse_stat_takes_the_name_up_to_the_last_parenthesis() -> None:
