@@ -1,7 +1,8 @@
 """Insert-to-start latency at a steady rate on Postgres: River's defaults beside the low-latency
 configuration (issue 19).
 
-``python -m benchmarks latency [--seconds S] [--rate R] [--worker sync|trio] [--go-worker BINARY] [--only NAME] [--quick]``
+``python -m benchmarks latency [--seconds S] [--rate R] [--worker sync|trio] [--go-worker BINARY]
+[--only NAME] [--quick]``
 
 One job at a time is inserted by a ``river_sync.Client`` in this process, paced to
 ``--rate`` jobs/s (100) for ``--seconds`` (20); a worker process (``river_sync.Client``,

@@ -97,12 +97,17 @@ def test_the_thread_reads_known_pids_and_scans_all_of_proc_every_nth_sample() ->
     assert seconds == pytest.approx(world[10] - 1.01 + world[12])  # 12 counted whole
 
 
-def test_read_processes_reads_only_the_pids_given(tmp_path: Path) -> None:
+def _fake_proc(root: Path) -> None:
+    """Processes 7 and 9 named postgres and 8 python3, each with 1 s user and 1 s system CPU."""
     ticks = os.sysconf("SC_CLK_TCK")
     rest = " ".join(["S", *["0"] * 10, str(ticks), str(ticks), *["0"] * 30])
     for pid, name in ((7, "postgres"), (8, "python3"), (9, "postgres")):
-        (tmp_path / str(pid)).mkdir()
-        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({name}) {rest}")
+        (root / str(pid)).mkdir()
+        (root / str(pid) / "stat").write_text(f"{pid} ({name}) {rest}")
+
+
+def test_read_processes_reads_only_the_pids_given(tmp_path: Path) -> None:
+    _fake_proc(tmp_path)
     # 8 reused by another program and 11 gone: both left out; 9 not asked for.
     assert read_processes(proc=str(tmp_path), pids=[7, 8, 11]) == {7: 2.0}
 
@@ -114,11 +119,7 @@ def test_parse_stat_takes_the_name_up_to_the_last_parenthesis() -> None:
 
 
 def test_read_processes_reads_proc(tmp_path: Path) -> None:
-    ticks = os.sysconf("SC_CLK_TCK")
-    rest = " ".join(["S", *["0"] * 10, str(ticks), str(ticks), *["0"] * 30])
-    for pid, name in ((7, "postgres"), (8, "python3"), (9, "postgres")):
-        (tmp_path / str(pid)).mkdir()
-        (tmp_path / str(pid) / "stat").write_text(f"{pid} ({name}) {rest}")
+    _fake_proc(tmp_path)
     (tmp_path / "self").mkdir()
     (tmp_path / "10").mkdir()  # exited: no stat file
     assert read_processes(proc=str(tmp_path)) == {7: 2.0, 9: 2.0}
