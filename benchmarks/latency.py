@@ -479,10 +479,11 @@ def main(argv: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
                                                 worker_driver=opts.worker, go_worker=go_worker)
                 finally:
                     fresh.release(url)
+                # Go's worker takes the fetch cooldown only: the completer knobs are ours.
+                ours_only = "" if go_worker else (f", group_commit {setting.worker_group_commit}, "
+                                                  f"async_claim_commit {setting.worker_async_claim_commit}")
                 print(f"   {name}: inserter {_ms(setting.inserter_cooldown)}, worker "
-                      f"{_ms(setting.worker_cooldown)} ms fetch cooldown"
-                      + ("" if go_worker else f", group_commit {setting.worker_group_commit}, "
-                         f"async_claim_commit {setting.worker_async_claim_commit}") + ": done", flush=True)
+                      f"{_ms(setting.worker_cooldown)} ms fetch cooldown{ours_only}: done", flush=True)
     finally:
         scratch.close()
     for line in report_lines(results, load):

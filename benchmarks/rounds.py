@@ -64,6 +64,7 @@ from typing import Any, TextIO, TypeVar
 from benchmarks.fresh_state import LOAD_LIMIT, LOAD_WAIT, FreshDatabases, wait_for_quiet
 from benchmarks.server_cpu import ServerCpu, process_cpu
 from benchmarks.sync_driver import Scratch, _run_child
+from river_db.urls import dialect_of_url
 
 T = TypeVar("T")
 
@@ -175,7 +176,7 @@ def with_whole_cpu(result: dict[str, Any], url: str) -> dict[str, Any]:
     client, server = result.get("client_cpu_us_per_job"), result.get("server_cpu_us_per_job")
     if client is None:
         whole = None
-    elif url.startswith(("postgres://", "postgresql://")):
+    elif dialect_of_url(url) == "postgres":
         whole = None if server is None else float(client) + float(server)
     else:
         whole = float(client)
@@ -189,7 +190,7 @@ def river_bench(url: str, n: int, driver: str, max_workers: int, timeout: float 
     inserts as the client starts, to its exit) when the database is Postgres."""
     cmd = [sys.executable, "-m", "river_tools.cli", "bench", "--database-url", url, "-n", str(n),
            "--json", "--wipe", "--driver", driver, "--max-workers", str(max_workers)]
-    measure = server() if url.startswith(("postgres://", "postgresql://")) else None
+    measure = server() if dialect_of_url(url) == "postgres" else None
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout is not None and proc.stderr is not None
     tail: deque[str] = deque(maxlen=50)
@@ -460,8 +461,8 @@ def report(all_systems: Sequence[System], loads: Sequence[tuple[int, float, floa
                 print(f"   {s.name} peak RSS {s.peak_rss:.0f} MB [<= {RSS_TARGET_MB:g}]", file=out)
         if lite is not None and pg is not None:
             print(f"   river_{driver} sqlite: client CPU per job {_ratio(lite.cpu, pg.cpu)} of "
-                  f"postgres's [<= x1.00]; {_ratio(lite.whole_cpu, pg.whole_cpu)} of postgres's client+server "
-                  "CPU (SQLite's engine runs in the client process)", file=out)
+                  f"postgres's [<= x1.00]; {_ratio(lite.whole_cpu, pg.whole_cpu)} of postgres's "
+                  "client+server CPU (SQLite's engine runs in the client process)", file=out)
         recorded = SQLITE_RECORDED.get(driver)
         if lite is not None and recorded:
             print(f"   river_{driver} sqlite: {_ratio(lite.rate, recorded)} of the {recorded:,} jobs/s "

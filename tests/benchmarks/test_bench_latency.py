@@ -91,7 +91,6 @@ def test_named_sets_the_application_name() -> None:
         "postgresql://h/db?sslmode=disable&application_name=x")
 
 
-@pytest.mark.postgres
 def test_worker_command_is_ours_or_river_go_with_the_settings_cooldown() -> None:
     setting = next(s for s in SETTINGS if s.name == "both 1 ms")
     ours = latency.worker_command(setting, "postgresql://h/db", "trio")
@@ -125,6 +124,7 @@ def test_options_take_the_go_worker_from_the_environment(monkeypatch: pytest.Mon
     assert parse_args([]).go_worker is None
 
 
+@pytest.mark.postgres
 def test_latency_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
     results = latency.main(["--seconds", "0.5", "--only", DEFAULTS, "--only", LOW_LATENCY])
     out = capsys.readouterr().out
