@@ -13,7 +13,17 @@ from river_protocol.client_core import (
     MaintenanceConfig,
     QueueConfig,
 )
-from river_protocol.errors import DatabaseUnavailableError, JobNotFoundError, QueueNotFoundError
+from river_protocol.errors import (
+    CronParseError,
+    DatabaseUnavailableError,
+    EncodingError,
+    JobNotFoundError,
+    MigrationError,
+    QueueNotFoundError,
+    RiverError,
+    UniqueKeyError,
+    ValidationError,
+)
 from river_protocol.intents import InsertResult, QueueRow
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.leadership import PeriodicJob
@@ -43,10 +53,12 @@ __all__ = [
     "ClientState",
     "ClientStats",
     "Completed",
+    "CronParseError",
     "Database",
     "DatabaseUnavailableError",
     "DefaultRetryPolicy",
     "Discard",
+    "EncodingError",
     "Event",
     "EventKind",
     "Failed",
@@ -63,6 +75,7 @@ __all__ = [
     "JobState",
     "LeaderElectionConfig",
     "MaintenanceConfig",
+    "MigrationError",
     "Migrator",
     "PeriodicJob",
     "QueueAlreadyAddedError",
@@ -71,11 +84,14 @@ __all__ = [
     "QueueNotFoundError",
     "QueueRow",
     "RetryPolicy",
+    "RiverError",
     "Snooze",
     "Subscription",
     "SubscriptionTimeoutError",
     "TagFilter",
+    "UniqueKeyError",
     "UniqueOpts",
+    "ValidationError",
     "WorkCancelled",
     "WorkContext",
     "WorkOutcome",

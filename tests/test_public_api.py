@@ -46,6 +46,25 @@ def test_first_reach_names_import_from_either_driver(driver: Any) -> None:
     assert isinstance(Now(), namespace["RetryPolicy"])
 
 
+USER_CAUGHT_ERRORS = ("RiverError", "ValidationError", "EncodingError", "CronParseError", "UniqueKeyError",
+                      "MigrationError", "JobNotFoundError", "QueueNotFoundError", "DatabaseUnavailableError")
+
+
+@pytest.mark.parametrize("driver", [river_sync, river_trio, river_asyncio], ids=lambda m: m.__name__)
+def test_every_driver_exports_the_shared_errors(driver: Any) -> None:
+    # The docs tell users to catch these from the client package they import; each is the one
+    # class river_protocol.errors defines, so `except river_sync.ValidationError` catches a
+    # ValidationError raised anywhere in the project.
+    from river_protocol import errors
+
+    for name in USER_CAUGHT_ERRORS:
+        assert name in driver.__all__, name
+        assert getattr(driver, name) is getattr(errors, name), name
+        assert issubclass(getattr(driver, name), errors.RiverError), name
+    with pytest.raises(driver.ValidationError, match="invalid state"):
+        driver.UniqueOpts(by_state=["bogus"])
+
+
 def documented_client_table() -> list[tuple[str, str]]:
     """(parameter, default) rows of the client guide's table under "The `Client` constructor"."""
     text = CLIENT_GUIDE.read_text(encoding="utf-8")

@@ -705,6 +705,10 @@ def params_from_dump(data: Any) -> InsertParams:
         raise ValueError("tags must be a list of strings")
     if not isinstance(metadata, dict):
         raise ValueError("metadata must be a JSON object")
+    if not isinstance(args, dict):
+        # A job's args are its args struct encoded, always an object; a string holding JSON text
+        # (`"args": "{\"n\": 1}"`) would be stored as a JSON string no worker can decode.
+        raise ValueError(f"args must be a JSON object, not {_json_type(args)} ({compact_json(args)[:60]})")
     # The SQLite insert nonce belongs to the original insert statement; a new insert sets its own.
     metadata = {k: v for k, v in metadata.items() if k != SQLITE_NONCE_KEY}
     validate_queue_name(queue)
@@ -728,6 +732,13 @@ def params_from_dump(data: Any) -> InsertParams:
         scheduled_at=scheduled_at, unique_key=unique_key,
         unique_states=unique_states if unique_key is not None else None,
     )
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type with its article, for messages."""
+    names = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "an array",
+             dict: "an object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def _read_dump(path: str) -> list[InsertParams]:

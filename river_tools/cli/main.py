@@ -18,7 +18,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from river_db.urls import ENV_DATABASE_URL, default_database_url, dialect_of_url, parse_database_url
+from river_db.urls import (
+    ENV_DATABASE_URL,
+    MEMORY,
+    default_database_url,
+    dialect_of_url,
+    parse_database_url,
+    sqlite_path,
+)
 from river_db.version import package_version
 from river_protocol.errors import MigrationError, RiverError, ValidationError
 from river_protocol.migrations import ALL, LINE_MAIN, LINES, check_line, migrations_for, render
@@ -135,11 +142,17 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     known = [m.version for m in migrations_for(dialect_of_url(database_url(args)), args.line)]
     if target is not None and target != ALL and target not in known:
         raise UsageError(f"--target-version {target} is not a River migration version (known: {known})")
+    opened = _sqlite_file(database_url(args))
+    created = opened is not None and not os.path.exists(opened)
     with _open_migrator(args) as migrator:
         result = migrator.migrate(
             args.direction, target_version=target, max_steps=args.max_steps, dry_run=args.dry_run
         )
     out = sys.stdout
+    if opened is not None:
+        # `sqlite:///x.sqlite3` is /x.sqlite3 (Go River's rule): say which file this was, on
+        # stderr, so stdout stays the migrations' report.
+        print(f"SQLite database {opened}{' (created)' if created else ''}", file=sys.stderr)
     if not result.versions:
         print("no migrations to apply", file=out)
         return EXIT_OK
@@ -155,6 +168,14 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     if args.max_steps and args.max_steps > 0 and len(result.versions) < args.max_steps:
         print("no more migrations to apply", file=out)
     return EXIT_OK
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The absolute path of a SQLite URL's file; None for Postgres and an in-memory database."""
+    if dialect_of_url(url) != "sqlite":
+        return None
+    path = sqlite_path(url)
+    return None if path == MEMORY else os.path.abspath(path)
 
 
 def _duration(seconds: float) -> str:

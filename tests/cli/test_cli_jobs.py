@@ -507,6 +507,22 @@ def test_import_checks_the_whole_file_first(
     assert db.ids() == []
 
 
+@pytest.mark.parametrize(("args", "named"), [
+    ('"{\\"n\\": 1}"', 'a string ("{\\"n\\": 1}")'),  # JSON text inside a string, not an object
+    ("[1, 2]", "an array"), ("null", "null"), ("7", "a number"),
+])
+def test_import_refuses_args_that_are_not_an_object(
+    capsys: pytest.CaptureFixture[str], db: DB, tmp_path: Path, args: str, named: str
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(f'{{"kind":"ok","args":{{"n":1}}}}\n{{"kind":"ok","args":{args}}}\n')
+    code, out, err = run(capsys, db, "jobs", "import", str(bad))
+    assert code == 1 and out == ""
+    assert f"{bad}:2: not an importable job: args must be a JSON object, not {named}" in err
+    assert "nothing was imported" in err
+    assert db.ids() == []
+
+
 # ---------------------------------------------------------------- requeue
 
 

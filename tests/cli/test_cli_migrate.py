@@ -38,7 +38,7 @@ def versions(url: str) -> list[int]:
 
 def test_migrate_up_applies_everything_and_reports(capsys: pytest.CaptureFixture[str], url: str) -> None:
     code, out, err = run(capsys, "migrate-up", "--database-url", url)
-    assert code == 0 and err == ""
+    assert code == 0 and err == f"SQLite database {url.removeprefix('sqlite://')} (created)\n"
     lines = out.splitlines()
     assert len(lines) == 7
     assert lines[0].startswith("applied migration 001 [up] create river migration ")
@@ -274,3 +274,18 @@ def test_a_plain_file_path_is_still_a_sqlite_database(
     code, _, err = run(capsys, "migrate-up", "--database-url", "jobs.sqlite3")
     assert code == 0, err
     assert versions("sqlite://jobs.sqlite3") == [1, 2, 3, 4, 5, 6, 7]
+
+
+def test_migrate_up_names_the_absolute_sqlite_file_it_opened(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # sqlite://name is relative to the working directory; the message gives the absolute path,
+    # and says when the file was created, so `sqlite:///x.sqlite3` (that is /x.sqlite3) is no surprise.
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "migrate-up", "--database-url", "sqlite://jobs.sqlite3", "--max-steps", "1")
+    assert code == 0 and err == f"SQLite database {tmp_path / 'jobs.sqlite3'} (created)\n"
+    code, _, err = run(capsys, "migrate-up", "--database-url", "sqlite://jobs.sqlite3")
+    assert code == 0 and err == f"SQLite database {tmp_path / 'jobs.sqlite3'}\n"
+    code, _, err = run(capsys, "migrate-down", "--database-url", str(tmp_path / "jobs.sqlite3"))
+    assert code == 0 and err == f"SQLite database {tmp_path / 'jobs.sqlite3'}\n"
+    assert versions(f"sqlite://{tmp_path / 'jobs.sqlite3'}") == [1, 2, 3, 4, 5, 6]
