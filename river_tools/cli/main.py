@@ -6,7 +6,8 @@ its subparsers with ``add_database_flags`` where useful, and sets ``func`` on ea
 handler ``(args) -> int``. A listed module that doesn't exist yet is skipped.
 
 Exit codes: 0 success, 1 operational failure (database error, failed migration, validate
-found unapplied migrations), 2 usage error. Errors go to stderr as one clear line.
+found unapplied migrations), 2 usage error. Errors go to stderr as one clear line, except an
+error raised by the user's own code (``UserCodeFailed``), which gets its traceback.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -49,6 +51,19 @@ class UsageError(Exception):
 
 class CommandFailed(Exception):
     """The command ran but could not do its job: exit status 1."""
+
+
+class UserCodeFailed(Exception):
+    """The user's own code (a module the command imported, a factory it called) raised ``error``.
+
+    Reported with ``error``'s traceback from the user's first frame on, as ``python -m`` would
+    show it (River's frames above it would only hide the file and line), exit status 1.
+    """
+
+    def __init__(self, what: str, error: BaseException) -> None:
+        super().__init__(f"{what}: {type(error).__name__}: {error}")
+        self.what = what
+        self.error = error
 
 
 # ---------------------------------------------------------------- shared flags
@@ -100,7 +115,7 @@ def _open_migrator(args: argparse.Namespace) -> Any:
     except SQLiteOpenError as exc:  # its message names the file tried and both URL spellings
         raise CommandFailed(f"{exc} (check --database-url or ${ENV_DATABASE_URL})") from exc
     except Exception as exc:
-        if _is_driver_error(exc):
+        if is_driver_error(exc):
             raise CommandFailed(
                 f"could not open the database {_redact(url)}: {_one_line(exc)} "
                 f"(check --database-url or ${ENV_DATABASE_URL})"
@@ -343,6 +358,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CommandFailed, RiverError) as exc:
         print(f"river {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    except UserCodeFailed as exc:
+        print(f"river {args.command}: {exc.what} raised an error:", file=sys.stderr)
+        traceback.print_exception(exc.error, file=sys.stderr)
+        return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"river {args.command}: interrupted", file=sys.stderr)
         return 130
@@ -352,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_FAILURE
     except Exception as exc:
-        if _is_driver_error(exc):
+        if is_driver_error(exc):
             print(f"river {args.command}: database error: {_one_line(exc)}", file=sys.stderr)
         else:
             print(f"river {args.command}: unexpected error: {type(exc).__name__}: {_one_line(exc)}",
@@ -360,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
 
 
-def _is_driver_error(exc: BaseException) -> bool:
+def is_driver_error(exc: BaseException) -> bool:
     return type(exc).__module__.split(".", 1)[0] in ("psycopg", "sqlite3", "sqlean")
 
 

@@ -27,9 +27,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
 from river_db.urls import MEMORY, parse_database_url
@@ -39,7 +40,7 @@ from river_protocol.errors import RiverError, ValidationError
 from river_sync.client import Client
 from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
 from river_tools import async_runner
-from river_tools.cli.main import EXIT_OK, UsageError
+from river_tools.cli.main import EXIT_OK, UsageError, UserCodeFailed, is_driver_error
 from river_tools.gc_tuning import tuned_for_worker
 
 log = logging.getLogger("river.work")
@@ -99,6 +100,35 @@ def _positive(text: str) -> int:
 # ---------------------------------------------------------------- loading the client
 
 
+@contextmanager
+def user_code(what: str) -> Iterator[None]:
+    """Run the user's code (an import, a factory): what it raises is shown with its traceback.
+
+    River's own errors (a client refusing its settings, a database error) keep their one-line
+    messages; anything else is the user's to debug, so it becomes ``UserCodeFailed``.
+    """
+    try:
+        yield
+    except (UsageError, RiverError, ValidationError):
+        raise
+    except Exception as exc:
+        if is_driver_error(exc):
+            raise
+        exc.__traceback__ = _from_user_frames(exc.__traceback__)
+        raise UserCodeFailed(what, exc) from None
+
+
+_OUR_FILES = (str(Path(__file__).resolve().parent.parent), "importlib")
+
+
+def _from_user_frames(tb: TracebackType | None) -> TracebackType | None:
+    """``tb`` without its leading frames of river_tools and importlib (those of ``python -m`` too)."""
+    first = tb
+    while first is not None and any(part in first.tb_frame.f_code.co_filename for part in _OUR_FILES):
+        first = first.tb_next
+    return first if first is not None else tb
+
+
 def load_target(target: str) -> Any:
     """The object named by ``MODULE:ATTR`` (ATTR may be dotted); the working directory is importable."""
     module_name, sep, attr = target.partition(":")
@@ -106,12 +136,13 @@ def load_target(target: str) -> Any:
         raise UsageError(f"expected MODULE:ATTR (e.g. myapp.jobs:client), got {target!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
-            raise UsageError(f"cannot import module {module_name!r}: {exc}") from exc
-        raise
+    with user_code(f"importing {module_name}"):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and module_name.startswith(exc.name):
+                raise UsageError(f"cannot import module {module_name!r}: {exc}") from exc
+            raise
     value: Any = module
     for part in attr.split("."):
         try:
@@ -145,7 +176,8 @@ def build_client(target: Any, name: str, overrides: Mapping[str, Any]) -> Any:
         raise UsageError(f"{name} must be {CLIENT_KINDS} or a callable returning one, "
                          f"got {type(target).__qualname__}")
     _check_accepts(target, name, overrides)
-    made = target(**overrides)
+    with user_code(f"{name}()"):
+        made = target(**overrides)
     return made if inspect.isawaitable(made) else checked_client(made, name)
 
 
@@ -300,7 +332,9 @@ def _work_async(args: argparse.Namespace, made: Any, backend: str) -> int:
         client = made
         if inspect.isawaitable(made):
             try:
-                client = checked_client(await made, args.target, backend)
+                with user_code(f"{args.target}()"):
+                    client = await made
+                client = checked_client(client, args.target, backend)
             except ValidationError as exc:  # as for a plain factory: the client's settings are input
                 raise UsageError(f"{args.target}: {exc}") from exc
         ready = configure_for_work(client, args, worked_queues(client, args))

@@ -620,3 +620,82 @@ def _proc_state(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().lower()
     except OSError:
         return "zombie"
+
+
+# ---------------------------------------------------------------- errors in the user's own code
+
+
+CRASHING = {
+    "crash_on_import": "import os\n\n\ndef helper():\n    return 1 / 0\n\n\nhelper()\n",
+    "crash_in_factory": "def make_client():\n    raise RuntimeError('no config file')\n",
+    "crash_missing_dep": "import no_such_dependency_xyz  # noqa\n",
+    "crash_syntax": "def broken(:\n    pass\n",
+    "crash_async": (
+        "import river_asyncio  # noqa\n\n\nasync def make_client():\n    raise KeyError('token')\n"
+    ),
+}
+
+
+@pytest.fixture
+def crash_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for name, text in CRASHING.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    yield tmp_path
+    for name in CRASHING:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize(("target", "heading", "lines"), [
+    ("crash_on_import:client", "importing crash_on_import raised an error:",
+     ['crash_on_import.py", line 8, in <module>', 'crash_on_import.py", line 5, in helper',
+      "ZeroDivisionError: division by zero"]),
+    ("crash_in_factory:make_client", "crash_in_factory:make_client() raised an error:",
+     ['crash_in_factory.py", line 2, in make_client', "RuntimeError: no config file"]),
+    ("crash_missing_dep:client", "importing crash_missing_dep raised an error:",
+     ['crash_missing_dep.py", line 1, in <module>',
+      "ModuleNotFoundError: No module named 'no_such_dependency_xyz'"]),
+    ("crash_async:make_client", "crash_async:make_client() raised an error:",
+     ['crash_async.py", line 5, in make_client', "KeyError: 'token'"]),
+    ("crash_syntax:client", "importing crash_syntax raised an error:",
+     ['crash_syntax.py", line 1', "SyntaxError"]),
+])
+def test_an_error_in_the_users_code_shows_its_traceback(
+    crash_dir: Path, target: str, heading: str, lines: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["work", target]) == 1
+    err = capsys.readouterr().err
+    first, second = err.splitlines()[:2]
+    assert first == f"river work: {heading}"
+    if "SyntaxError" not in lines:  # a SyntaxError's report has no frames, only the file and line
+        assert second == "Traceback (most recent call last):"
+        # From the user's first frame on, as `python -m` shows it: no frame of River's own.
+        assert "river_tools" not in err and "importlib" not in err
+    for line in lines:
+        assert line in err
+    assert "unexpected error" not in err
+
+
+def test_rivers_own_errors_in_a_factory_keep_their_one_line_message(
+    crash_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (crash_dir / "bad_settings.py").write_text(
+        "from river_sync import Client\n\ndef make_client():\n"
+        "    return Client('sqlite://:memory:', queues={'bad queue!': None})\n"
+    )
+    try:
+        assert main(["work", "bad_settings:make_client"]) == 2
+    finally:
+        sys.modules.pop("bad_settings", None)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.startswith("river work: error: bad_settings:make_client: ")
+
+
+def test_river_work_process_prints_the_traceback_of_the_users_module(crash_dir: Path) -> None:
+    proc = subprocess.run([str(RIVER), "work", "crash_on_import:client"], cwd=crash_dir, text=True,
+                          capture_output=True, timeout=WAIT, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1
+    assert 'crash_on_import.py", line 5, in helper' in proc.stderr
+    assert proc.stderr.rstrip().endswith("ZeroDivisionError: division by zero")
