@@ -36,6 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from river_async import _backend
 from river_async.database import run_blocking
 from river_async.executor import ThreadRunner
+from river_db.listen_plan import ping_sql, reconcile_steps
 from river_db.listen_probe import ListenProbe
 from river_db.notify_settings import (
     BUFFER_SIZE,
@@ -420,9 +421,11 @@ class Notifier(_Hub):
             now = anyio.current_time()
             if now >= next_ping:
                 # Notifications don't reset the timer: the ping also proves the
-                # connection can still carry a request, not only receive.
+                # connection can still carry a request, not only receive. It is a LISTEN
+                # repeated, so the connection still looks like a listener (river_db.listen_plan).
+                ping = Statement(ping_sql(self._prefix, self._listened), fetch=False)
                 with anyio.fail_after(self._connect_timeout):
-                    await runner.run_plan(_one(Statement("SELECT 1")))
+                    await runner.run_plan(_one(ping))
                 next_ping = now + self._ping_interval
                 continue
             with anyio.CancelScope(deadline=next_ping) as scope:
@@ -435,20 +438,15 @@ class Notifier(_Hub):
     async def _reconcile(self, runner: ThreadRunner) -> None:
         waiters, self._waiters = self._waiters, []
         try:
-            wanted = self._topics()
-            for topic in sorted(wanted - self._listened):
-                await runner.run_plan(_one(self._listen_statement("LISTEN", topic)))
-                self._listened.add(topic)
-            for topic in sorted(self._listened - wanted):
-                await runner.run_plan(_one(self._listen_statement("UNLISTEN", topic)))
-                self._listened.discard(topic)
+            for step in reconcile_steps(self._listened, self._topics()):
+                await runner.run_plan(_one(Statement(step.sql(self._prefix), fetch=False)))
+                if step.verb == "LISTEN":
+                    self._listened.add(step.topic)
+                else:
+                    self._listened.discard(step.topic)
         finally:
             for event in waiters:
                 event.set()
-
-    def _listen_statement(self, verb: str, topic: str) -> Statement:
-        channel = (self._prefix + topic).replace('"', '""')
-        return Statement(f'{verb} "{channel}"', fetch=False)
 
     def _drain(self, conn: psycopg.Connection[Any]) -> None:
         # notifies(timeout=0) reads what the socket holds without waiting, and first

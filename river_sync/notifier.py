@@ -24,6 +24,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, Protocol
 
+from river_db.listen_plan import ping_sql, reconcile_steps
 from river_db.listen_probe import ListenProbe
 from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import FetchNotifications, MaxNotificationId
@@ -413,8 +414,9 @@ class Notifier(_Hub):
             now = time.monotonic()
             if now >= next_ping:
                 # Notifications don't reset the timer: the ping also proves the
-                # connection can still carry a request, not only receive.
-                conn.execute("SELECT 1")
+                # connection can still carry a request, not only receive. It is a LISTEN
+                # repeated, so the connection still looks like a listener (river_db.listen_plan).
+                conn.execute(ping_sql(self._prefix, self._listened).encode())
                 next_ping = now + self._ping_interval
                 continue
             readable, _, _ = select.select([conn.fileno(), wake_r.fileno()], [], [], next_ping - now)
@@ -424,18 +426,15 @@ class Notifier(_Hub):
                         pass
 
     def _reconcile(self, conn: psycopg.Connection[Any]) -> None:
-        from psycopg import sql
-
         with self._state_lock:
             waiters, self._waiters = self._waiters, []
         try:
-            wanted = self._topics()
-            for topic in sorted(wanted - self._listened):
-                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._prefix + topic)))
-                self._listened.add(topic)
-            for topic in sorted(self._listened - wanted):
-                conn.execute(sql.SQL("UNLISTEN {}").format(sql.Identifier(self._prefix + topic)))
-                self._listened.discard(topic)
+            for step in reconcile_steps(self._listened, self._topics()):
+                conn.execute(step.sql(self._prefix).encode())
+                if step.verb == "LISTEN":
+                    self._listened.add(step.topic)
+                else:
+                    self._listened.discard(step.topic)
         finally:
             for event in waiters:
                 event.set()

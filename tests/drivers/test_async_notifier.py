@@ -169,10 +169,11 @@ def test_ping_keeps_requests_flowing(run: Run, migrated_pg: str) -> None:
         conns.append(conn)
         return conn
 
-    def last_query(pid: int) -> str:
+    def last_query(pid: int) -> tuple[str, Any]:
         with psycopg.connect(migrated_pg, autocommit=True) as admin:
-            row = admin.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
-        return str(row[0]) if row else ""
+            row = admin.execute("SELECT query, query_start FROM pg_stat_activity WHERE pid = %s",
+                                (pid,)).fetchone()
+        return (str(row[0]), row[1]) if row else ("", None)
 
     async def main() -> None:
         notifier = Notifier(connect, ping_interval=0.01)
@@ -180,9 +181,16 @@ def test_ping_keeps_requests_flowing(run: Run, migrated_pg: str) -> None:
             await notifier.subscribe("river_insert", lambda t, p: None)
             await nursery.start(notifier.run)
             pid = conns[0].info.backend_pid
+            _, first = await anyio.to_thread.run_sync(last_query, pid)
+            # The ping is the LISTEN repeated: it runs again and again (query_start moves on),
+            # and the connection still looks like a listener in pg_stat_activity.
             with anyio.fail_after(WAIT):
-                while await anyio.to_thread.run_sync(last_query, pid) != "SELECT 1":
+                while True:
+                    query, started = await anyio.to_thread.run_sync(last_query, pid)
+                    if started != first:
+                        break
                     await anyio.sleep(0.01)
+            assert query == 'LISTEN "public.river_insert"'
             nursery.cancel_scope.cancel()
 
     run(main)

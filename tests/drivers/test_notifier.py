@@ -8,6 +8,7 @@ arrive later, never with a sleep.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from river_db.listen_plan import ListenStep, ping_sql, reconcile_steps
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan
 from river_protocol.dialects.sqlite import SQLiteDialect
@@ -174,6 +176,57 @@ def test_pg_reconnects_after_backend_is_killed(module_pg_url: str, listener: Cal
     _notify(module_pg_url, "public.river_insert", "after")
     inbox.wait_for("after")
     assert inbox.payloads() == ["before", "after"]
+
+
+def _listener_activity(url: str, app: str) -> tuple[str, Any]:
+    """(last statement, when it started) of the connection named ``app``, as pg_stat_activity shows it."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        row = admin.execute("SELECT query, query_start FROM pg_stat_activity WHERE application_name = %s",
+                            (app,)).fetchone()
+    assert row is not None
+    return str(row[0]), row[1]
+
+
+def test_pg_listener_looks_like_one_after_unsubscribe_and_ping(
+    module_pg_url: str, listener: Callable[..., Notifier]
+) -> None:
+    """River's harness finds a listener as a connection whose last statement is a LISTEN: an
+    UNLISTEN (the start-up probe's) and the keep-alive ping both leave one last."""
+    app = "river_test_" + uuid.uuid4().hex[:8]
+    listening = threading.Semaphore(0)
+    n = listener(connect=lambda: psycopg.connect(module_pg_url, autocommit=True, application_name=app),
+                 on_listening=listening.release, ping_interval=3600)
+    n.subscribe("river_insert", Inbox())
+    n.start()
+    assert listening.acquire(timeout=WAIT)
+    gone = n.subscribe("river_gone", Inbox())
+    gone.unsubscribe()  # returns once the UNLISTEN ran
+    assert _listener_activity(module_pg_url, app)[0] == 'LISTEN "public.river_insert"'
+    n.stop()
+
+    pinged = listener(connect=lambda: psycopg.connect(module_pg_url, autocommit=True, application_name=app),
+                      on_listening=listening.release, ping_interval=0.01)
+    pinged.subscribe("river_control", Inbox())
+    pinged.start()
+    assert listening.acquire(timeout=WAIT)
+    first = _listener_activity(module_pg_url, app)[1]
+    deadline = time.monotonic() + WAIT
+    while (seen := _listener_activity(module_pg_url, app))[1] == first:  # a ping ran since
+        assert time.monotonic() < deadline, "the listener never pinged"
+    assert seen[0] == 'LISTEN "public.river_control"'
+
+
+def test_reconcile_steps_end_on_a_listen() -> None:
+    assert [(s.verb, s.topic) for s in reconcile_steps({"a", "probe"}, {"a"})] == [
+        ("UNLISTEN", "probe"), ("LISTEN", "a")]
+    assert [(s.verb, s.topic) for s in reconcile_steps({"a"}, {"a", "b"})] == [("LISTEN", "b")]
+    assert [(s.verb, s.topic) for s in reconcile_steps({"b", "c"}, {"a", "c"})] == [
+        ("UNLISTEN", "b"), ("LISTEN", "a")]
+    assert [(s.verb, s.topic) for s in reconcile_steps({"a"}, set())] == [("UNLISTEN", "a")]
+    assert reconcile_steps({"a"}, {"a"}) == []
+    assert ListenStep("LISTEN", 'we"ird').sql("s.") == 'LISTEN "s.we""ird"'
+    assert ping_sql("s.", {"b", "a"}) == 'LISTEN "s.a"'
+    assert ping_sql("s.", set()) == "SELECT 1"
 
 
 def test_pg_receives_notify_intent_on_commit(module_pg_url: str, listener: Callable[..., Notifier]) -> None:
