@@ -1,11 +1,15 @@
-"""``client.jobs`` and ``client.queues``: River's management API on the async client.
+"""``client.jobs`` and ``client.queues``: River's management API.
 
 Every rule (which intents, in which transaction, when to deliver a control
-message in-process) comes from ``river_protocol.admin``, as in
-``river_sync.admin``, whose names and semantics these async methods mirror.
-``tx=`` is a caller's open transaction (see ``river_async.transactions``).
-"""
+message in-process) comes from ``river_protocol.admin``; this module only runs
+the intents and hands control messages to the client's own producers.
 
+``tx=``: a caller's open transaction (see ``river_async.transactions``). The
+change then commits or rolls back with the caller's work, and nothing is
+delivered in-process (the change may still roll back): on Postgres, listeners
+hear the notification on commit; poll-only and SQLite clients see a pause
+within their settings poll (2 s).
+"""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -60,10 +64,17 @@ class _Admin:
         if tx is not None:
             from river_async.txadapt import executor_for_caller_tx
 
-            executor = await executor_for_caller_tx(tx, schema=client.schema, expect=client.dialect_name)
+            if True:  # ASYNC  # noqa: SIM108 (one line each side)
+                expect = client.dialect_name
+            else:
+                expect = client.database.dialect.name
+            executor = await executor_for_caller_tx(tx, schema=client.schema, expect=expect)
             yield executor
             return
-        db = await client._ensure_db()
+        if True:  # ASYNC
+            db = await client._ensure_db()
+        else:
+            db = client.database
         if readonly:
             async with db.executor(readonly=True) as executor:
                 yield executor
@@ -113,8 +124,13 @@ class JobsAPI(_Admin):
         return job_page(intent, (await self._run((intent,), tx, readonly=True))[0])
 
     async def cancel(self, job_id: int, *, tx: Any = None) -> JobRow:
-        """Cancel a job (§14.1): a queued job at once; a running one is asked to stop
-        (this client's own running job is interrupted in-process, any database)."""
+        """Cancel a job (§14.1): a queued job is cancelled at once; a running one is asked to stop.
+
+        Its client hears about it through ``river_control`` on Postgres; this
+        client's own running job is told in-process as well (any database).
+        Elsewhere on SQLite the attempt runs on, and if it fails it becomes
+        ``cancelled`` instead of being retried.
+        """
         row: JobRow = (await self._run((_cancel_intent(job_id, utcnow()),), tx))[0]
         payload = local_cancel_payload(row)
         if payload is not None:
@@ -161,8 +177,7 @@ class QueuesAPI(_Admin):
     async def list(self, *, limit: int = 100, after: str | None = None, tx: Any = None) -> list[QueueRow]:
         """Queue records ordered by name; ``after`` = the last name of the previous page."""
 
-        rows: list[QueueRow] = (await self._run((list_queues_intent(limit, after),), tx,
-                                                readonly=True))[0]
+        rows: list[QueueRow] = (await self._run((list_queues_intent(limit, after),), tx, readonly=True))[0]
         return rows
 
     async def pause(self, name: str = "*", *, tx: Any = None) -> int:
@@ -195,7 +210,7 @@ class QueuesAPI(_Admin):
         return dict(self._client._core.queues)
 
     def add(self, name: str, config: QueueConfig | None = None) -> None:
-        """Work another queue (no I/O: its producer task starts right away on a running client)."""
+        """Work another queue (no I/O); on a running client its producer starts right away."""
         self._client._add_queue(name, config or QueueConfig())
 
     async def remove(self, name: str, *, timeout: float | None = None) -> None:

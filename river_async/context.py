@@ -1,19 +1,21 @@
 """What a worker receives besides its args: ``WorkContext`` and its cancellation token.
 
-Async workers (``async def``) run in the client's long-lived job tasks, inside
-a cancel scope the run's token holds while it runs. The token cancels that
-scope on the job's timeout (a deadline on the loop's clock),
-on a remote cancel and on a hard stop, so a worker is interrupted at its next
-checkpoint; the token records why (``ctx.cancel_cause``) and the client maps
-the interruption to the same outcome ``river_sync`` records for a worker that
-raised ``WorkCancelled``. A worker that catches the cancellation (``trio.Cancelled``,
-``asyncio.CancelledError``) and returns normally completes its job, as in the threaded driver.
+Blocking (``def``) workers run in a thread and are cooperative only: Python
+threads can't be interrupted, so the client *sets* the token (job timeout,
+remote cancel, client stop) and the worker checks it (``ctx.cancelled``,
+``ctx.token.wait(seconds)``, ``ctx.token.raise_if_cancelled()``). A worker that
+ignores its token keeps its thread and its queue slot until it returns. On the
+async clients, client calls from that thread go through
+``anyio.from_thread.run`` (or ``trio.from_thread.run`` under trio).
 
-Sync (blocking) workers run in a worker thread and are cooperative only, as
-in ``river_sync``: the token is set and the worker must check it
-(``ctx.cancelled``, ``ctx.token.wait(seconds)``, ``ctx.raise_if_cancelled()``).
-From that thread, client calls go through ``anyio.from_thread.run`` (or
-``trio.from_thread.run`` under trio).
+Async workers (``async def``, async clients only) run in the client's
+long-lived job tasks, inside a cancel scope the run's token holds while it
+runs. The token cancels that scope on the job's timeout, on a remote cancel and
+on a hard stop, so a worker is interrupted at its next checkpoint; the token
+records why (``ctx.cancel_cause``) and the client maps the interruption to the
+outcome a worker that raised ``WorkCancelled`` gets. A worker that catches the
+cancellation (``trio.Cancelled``, ``asyncio.CancelledError``) and returns
+normally completes its job.
 """
 
 from __future__ import annotations
@@ -37,21 +39,33 @@ if TYPE_CHECKING:
 # a token's cause and event, never across a wait or a call out, so tokens barely contend for it.
 _TOKEN_LOCK = threading.Lock()
 
+if True:  # ASYNC  # noqa: SIM108 (one line each side)
+    _TOKEN_SLOTS = ("_event", "cause", "scope")
+else:
+    _TOKEN_SLOTS = ("_event", "cause")
+
 
 class CancellationToken:
-    """Why a run was told to stop (the first cause wins); cancels the run's scope for async workers."""
+    """A cancellation flag that remembers why it was set (the first cause wins).
 
-    __slots__ = ("_event", "cause", "scope")
+    The ``threading.Event`` behind ``wait()`` is made on first use: most jobs never
+    wait on their token, and an Event (a Condition and two locks) per job showed up
+    in the burn-down profile. On the async clients it also cancels the run's scope.
+    """
+
+    __slots__ = _TOKEN_SLOTS
 
     def __init__(self) -> None:
-        # The Event sync workers wait on is made on first wait(): most jobs never wait, and an
-        # Event (a Condition and two locks) per job showed up in the burn-down profile.
         self._event: threading.Event | None = None
         self.cause: CancelCause | None = None
-        self.scope: Any = None  # the run's cancel scope (trio's or AnyIO's), while it runs
+        if True:  # ASYNC
+            self.scope: Any = None  # the run's cancel scope (trio's or AnyIO's), while it runs
 
     def cancel(self, cause: CancelCause) -> bool:
-        """Set the token (call from the event loop's thread); False when it was already set."""
+        """Set the token; False when it was already set (the earlier cause is kept).
+
+        An async client calls it from its event loop's thread.
+        """
         with _TOKEN_LOCK:
             if self.cause is not None:
                 return False
@@ -59,15 +73,19 @@ class CancellationToken:
             event = self._event
         if event is not None:
             event.set()
-        if self.scope is not None:
-            self.scope.cancel()
+        if True:  # ASYNC
+            if self.scope is not None:
+                self.scope.cancel()
         return True
 
     def is_set(self) -> bool:
         return self.cause is not None
 
     def wait(self, timeout: float | None = None) -> bool:
-        """For sync workers (blocks its thread): sleep up to ``timeout`` s, waking when cancelled."""
+        """Sleep up to ``timeout`` seconds, waking early when cancelled; True if cancelled.
+
+        Blocks its thread: for blocking workers.
+        """
         with _TOKEN_LOCK:
             if self.cause is not None:
                 return True
@@ -83,44 +101,48 @@ class CancellationToken:
             raise WorkCancelled(cause)
 
 
-class AsyncStep(Step):
-    """A resumable step for async code.
+if True:  # ASYNC
+    class AsyncStep(Step):
+        """A resumable step for async code.
 
-    ``async with ctx.step("x") as step`` or ``await ctx.step("x").run(fn)``.
-    """
+        ``async with ctx.step("x") as step`` or ``await ctx.step("x").run(fn)``.
+        """
 
-    async def __aenter__(self) -> AsyncStep:
-        self.__enter__()
-        return self
+        async def __aenter__(self) -> AsyncStep:
+            self.__enter__()
+            return self
 
-    async def __aexit__(self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
-        self.__exit__(typ, exc, tb)
+        async def __aexit__(
+            self, typ: type[BaseException] | None, exc: BaseException | None, tb: Any
+        ) -> None:
+            self.__exit__(typ, exc, tb)
 
-    async def run(self, fn: Callable[..., Awaitable[Any] | Any]) -> Any:
-        """Run ``fn`` (async or sync; optionally taking the cursor) unless the step is skipped."""
-        async with self as step:
-            if step.skip:
-                return None
-            takes_cursor = positional_count(fn) >= 1
-            result = fn(step.cursor) if takes_cursor else fn()
-            if inspect.isawaitable(result):
-                result = await result
-            return result
+        async def run(self, fn: Callable[..., Awaitable[Any] | Any]) -> Any:
+            """Run ``fn`` (async or sync; optionally taking the cursor) unless the step is skipped."""
+            async with self as step:
+                if step.skip:
+                    return None
+                takes_cursor = positional_count(fn) >= 1
+                result = fn(step.cursor) if takes_cursor else fn()
+                if inspect.isawaitable(result):
+                    result = await result
+                return result
 
 
 class WorkContext(WorkContextBase):
     """Per-run context: the job row, decoded args, the client and the cancellation token.
 
-    Resumable steps: ``step`` (an ``AsyncStep``, also usable with ``with`` and as
-    a decorator of a sync function), ``cursor``, ``set_cursor`` and the async
-    ``checkpoint(tx)``.
+    Resumable steps: ``step``, ``cursor``, ``set_cursor`` and ``checkpoint(tx)``
+    (see ``river_db.resumable``). On the async clients ``step`` is an ``AsyncStep``,
+    also usable with ``with`` and as a decorator of a sync function.
     """
 
     client: Client
     token: CancellationToken
 
-    def step(self, name: str) -> AsyncStep:
-        return AsyncStep(self, name)
+    if True:  # ASYNC
+        def step(self, name: str) -> AsyncStep:
+            return AsyncStep(self, name)
 
     async def complete_in(self, tx: Any) -> JobRow | None:
         """Mark this job completed inside the caller's transaction ``tx`` (docs/protocol.md §7.5).

@@ -26,26 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from river_db.resumable import UNSET, ResumableAttempt, ResumableSteps, raised, returned
+from river_db.resumable import ResumableAttempt, raised, returned
 from river_db.resumable import Step as Step
-from river_protocol.job import JobRow
 
 if TYPE_CHECKING:
     from river_sync.context import WorkContext
-
-class SyncResumableSteps(ResumableSteps):
-    """The threaded driver's ``checkpoint``: a blocking write inside the caller's transaction."""
-
-    def checkpoint(self, tx: Any, *, cursor: Any = UNSET) -> JobRow | None:
-        """Store the current step (and cursor) inside ``tx`` now; returns the updated row."""
-        from river_db.caller_tx import executor_for_caller_tx
-
-        intent, updates = self._checkpoint_intent(cursor)
-        executor = executor_for_caller_tx(tx, schema=self.client.schema)
-        row: JobRow = executor.run(intent)
-        self.metadata_updates.update(updates)
-        return row
-
 
 def resumable_middleware(ctx: WorkContext, args: Any, call_next: Callable[[WorkContext, Any], Any]) -> Any:
     """Outermost middleware: records step progress when an attempt doesn't succeed."""
