@@ -90,6 +90,8 @@ from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result,
 from river_protocol.workers import WorkerEntry
 
 log = logging.getLogger(__name__)
+# One line per run that does not complete (river_protocol.run_log); docs/guides/client.md, Logging.
+job_log = logging.getLogger("river_async.jobs")
 
 ErrorHandler = Callable[[Any, BaseException], Any]
 CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
@@ -203,11 +205,12 @@ def _holds_cancelled(exc: BaseException, cancelled: type[BaseException]) -> bool
 _Ended = tuple[Any, BaseException | None, str]  # a worker's result, error and traceback text
 
 
-def _interrupted(run: JobRun) -> _Ended:
-    """The ending of a run its token's cancellation interrupted."""
+def _interrupted(run: JobRun, tb: Any = None) -> _Ended:
+    """The ending of a run its token's cancellation interrupted; ``tb``, the cancellation's
+    traceback, says where the worker was (its log line shows it, as a sync worker's does)."""
     cause = run.token.cause
     assert cause is not None
-    return None, WorkCancelled(cause), ""
+    return None, WorkCancelled(cause).with_traceback(tb), ""
 
 
 # ---------------------------------------------------------------- database argument
@@ -309,6 +312,7 @@ class Client(ClientBase):
     # The event loop this class runs on ('trio', 'asyncio'); None: whichever runs it.
     ANYIO_BACKEND: ClassVar[str | None] = None
     _log = log
+    _job_log = job_log
     _clock = utcnow
     _outermost = resumable_middleware
     jobs: JobsAPI
@@ -833,7 +837,7 @@ class Client(ClientBase):
             # Ours only when this scope was cancelled; an outer cancellation ends the task.
             assert self._backend is not None
             if scope.cancel_called and _holds_cancelled(exc, self._backend.cancelled):
-                return _interrupted(run)
+                return _interrupted(run, exc.__traceback__)
             raise
         finally:
             run.token.scope = None
@@ -848,7 +852,7 @@ class Client(ClientBase):
                 handler_cancel = bool(await _maybe_await(self._error_handler(run.plan.job, error)))
             except Exception:
                 log.exception("river: error handler failed for job %d", run.plan.job.id)
-        self._finish_run(run, outcome, run.ctx.metadata_updates, handler_cancel)
+        self._finish_run(run, outcome, run.ctx.metadata_updates, handler_cancel, error)
 
     def _end_returned(self, run: JobRun, result: Any) -> None:
         """``_end_run`` for a worker that returned: no error handler to await, so no coroutine."""

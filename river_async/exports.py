@@ -41,6 +41,7 @@ from river_protocol.lifecycle import ClientState
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Snooze
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
+from river_protocol.run_log import NO_LOG, JobLogLevels
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts
 from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled, WorkOutcome
@@ -49,6 +50,7 @@ from river_protocol.workers import Workers
 Database = AsyncDatabase  # river_sync's name for the same role
 
 __all__ = [
+    "NO_LOG",
     "AsyncDatabase",
     "AttemptError",
     "Cancel",
@@ -71,6 +73,7 @@ __all__ = [
     "InsertResult",
     "JobCancel",
     "JobDiscard",
+    "JobLogLevels",
     "JobNotFoundError",
     "JobPage",
     "JobRow",

@@ -57,8 +57,9 @@ from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.producer import JobFinished, ProducerOutput, TriggerFetch
-from river_protocol.outcomes import Outcome
+from river_protocol.outcomes import Completed, Outcome
 from river_protocol.retry import RetryPolicy
+from river_protocol.run_log import JobLogLevels, RunLogLine, parse_job_log_levels
 from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules
 from river_protocol.work import CancelCause
 from river_protocol.workers import Workers
@@ -80,6 +81,9 @@ class ClientBase:
     """The shared half of a River client; see the driver's ``Client`` for how it runs."""
 
     _log: ClassVar[logging.Logger]
+    # Where the line of each run that does not complete goes (river_protocol.run_log): the
+    # driver package's ``.jobs`` logger, documented in docs/guides/client.md.
+    _job_log: ClassVar[logging.Logger]
     _clock: ClassVar[Callable[[], datetime]]  # the driver's "now" (trio's follows its clock)
     _outermost: ClassVar[Callable[..., Any]]  # resumable steps: around every other middleware
 
@@ -113,6 +117,7 @@ class ClientBase:
         tag_filter: TagFilter | None = None,
         group_commit: bool = True,
         unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
+        job_log_levels: JobLogLevels | None = None,
     ) -> None:
         dialect = self._bind_database(database, schema)
         try:
@@ -133,6 +138,7 @@ class ClientBase:
                 unique_key_rules=parse_unique_key_rules(unique_key_rules),
                 maintenance=maintenance or MaintenanceConfig(),
                 leader_election=election_config(leader_election),
+                job_log_levels=parse_job_log_levels(job_log_levels),
             )
             self._rng = random.Random()
             self._core = ClientCore(config, workers, self._rng)
@@ -333,23 +339,41 @@ class ClientBase:
         return call
 
     def _finish_run(
-        self, run: JobRun, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False
+        self, run: JobRun, outcome: Outcome, metadata: dict[str, Any], handler_cancel: bool = False,
+        error: BaseException | None = None,
     ) -> None:
+        """Hand a finished run's outcome to the completer; ``error``: the worker's exception, if it
+        raised one (its traceback goes with the run's log line)."""
         # One acquisition of _guard for the whole hand-off: every job thread passes here.
         # Posting never blocks (a runner's queue append), so holding it meanwhile is cheap.
+        line: RunLogLine | None = None
         with self._guard:
             plan = run.plan
+            cause = run.token.cause
             submit = self._core.finish_submit(
                 plan, outcome, now=type(self)._clock(), started_at=run.started_at,
-                cancel_cause=run.token.cause, error_handler_cancel=handler_cancel, metadata_updates=metadata,
+                cancel_cause=cause, error_handler_cancel=handler_cancel, metadata_updates=metadata,
                 context=run,
             )
+            if outcome.__class__ is not Completed:  # a success has no line: most runs skip this
+                line = self._core.run_log_line(
+                    plan, outcome, submit, cancel_cause=cause, error_handler_cancel=handler_cancel,
+                    has_exception=error is not None,
+                )
             # Slot first: once the completer commits, a claim may return this job again (see runner).
             self._producers[run.queue].post(JobFinished(plan.job.id), urgent=True)
             if self._completer is not None:
                 self._completer.post(submit)
             # Last: a stop waits for no run to be left before it stops the completer.
             self._forget_held(run)
+        if line is not None:  # outside the guard: a handler may be slow (a network one)
+            log_run_line(type(self)._job_log, line, error)
+
+
+def log_run_line(logger: logging.Logger, line: RunLogLine, error: BaseException | None) -> None:
+    """Hand a run's log line to ``logging``: the only thing a client does with it."""
+    logger.log(line.level, line.message, *line.args, extra=line.extra,
+               exc_info=error if line.traceback else None)
 
 
 def queue_still_busy(name: str, timeout: float | None) -> TimeoutError:

@@ -82,6 +82,7 @@ from river_protocol.options import (
 )
 from river_protocol.outcomes import Failed, Outcome, undecodable_failure, unknown_kind_failure
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
+from river_protocol.run_log import JobLogLevels, RunLogLine, run_log_line
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueKeyRules, parse_unique_key_rules, unique_fields_of
 from river_protocol.work import (
@@ -217,6 +218,8 @@ class ClientConfig:
     # The River release whose unique keys inserts reproduce; keep v0.43 while
     # v0.43 Go clients insert unique jobs into the same database.
     unique_key_rules: UniqueKeyRules = UniqueKeyRules.V0_43
+    # The level of the log line of each run that does not complete (river_protocol.run_log).
+    job_log_levels: JobLogLevels = field(default_factory=JobLogLevels)
 
     def __post_init__(self) -> None:
         if not self.client_id or len(self.client_id) > CLIENT_ID_MAX_LEN:
@@ -725,6 +728,26 @@ class ClientCore:
             error_handler_cancel=error_handler_cancel, metadata_updates=metadata_updates,
         )
         return Submit(finish.update, finish.reason, context)
+
+    def run_log_line(
+        self,
+        plan: JobPlan,
+        outcome: Outcome,
+        submit: Submit,
+        *,
+        cancel_cause: CancelCause | None,
+        error_handler_cancel: bool,
+        has_exception: bool,
+    ) -> RunLogLine | None:
+        """The log line of a run that did not complete (``river_protocol.run_log``), from the
+        completer request ``finish_submit`` made of it; None for a success."""
+        update = submit.update
+        return run_log_line(
+            plan.job, outcome, reason=submit.reason, state=update.state, scheduled_at=update.scheduled_at,
+            worker_known=plan.worker is not None, args_decoded=plan.args_decoded,
+            cancel_cause=cancel_cause, error_handler_cancel=error_handler_cancel,
+            has_exception=has_exception, levels=self.config.job_log_levels,
+        )
 
     def stuck_after(self, timeout: timedelta) -> timedelta:
         """When a job still running past its timeout counts as stuck (Go: timeout + 10 s)."""

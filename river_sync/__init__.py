@@ -31,6 +31,7 @@ from river_protocol.lifecycle import ClientState
 from river_protocol.options import InsertOpts
 from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Snooze
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
+from river_protocol.run_log import NO_LOG, JobLogLevels
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts
 from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled, WorkOutcome
@@ -45,6 +46,7 @@ from river_sync.transactions import transaction
 __version__ = package_version()
 
 __all__ = [
+    "NO_LOG",
     "AttemptError",
     "Cancel",
     "CancelCause",
@@ -67,6 +69,7 @@ __all__ = [
     "InsertResult",
     "JobCancel",
     "JobDiscard",
+    "JobLogLevels",
     "JobNotFoundError",
     "JobPage",
     "JobRow",

@@ -68,6 +68,8 @@ from river_sync.resumable import resumable_middleware
 from river_sync.runner import MachineRunner, utcnow
 
 log = logging.getLogger(__name__)
+# One line per run that does not complete (river_protocol.run_log); docs/guides/client.md, Logging.
+job_log = logging.getLogger("river_sync.jobs")
 
 _ACK_RECHECK = 0.05  # seconds between checks that a producer still runs while its ack is awaited
 
@@ -237,6 +239,7 @@ class Client(ClientBase):
     """
 
     _log = log
+    _job_log = job_log
     _clock = utcnow
     _outermost = resumable_middleware
     jobs: JobsAPI
@@ -599,7 +602,7 @@ class Client(ClientBase):
                     handler_cancel = bool(self._error_handler(plan.job, error))
                 except Exception:
                     log.exception("river: error handler failed for job %d", plan.job.id)
-            self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel)
+            self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel, error)
         except Exception:
             log.exception("river: could not report the outcome of job %d", plan.job.id)
             self._release(run)
