@@ -24,6 +24,16 @@ class CronParseError(ValidationError):
     """A cron expression River's parser (robfig/cron) would reject."""
 
 
+class UniqueKeyRepeatedError(ValidationError):
+    """An insert batch holds two jobs with the same unique key that would both enter the unique
+    index. River refuses such a batch whole (on Postgres one statement cannot resolve a conflict
+    twice), so nothing of it is inserted; ``positions`` are the batch indexes sharing a key."""
+
+    def __init__(self, message: str, positions: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.positions = positions
+
+
 class UniqueKeyError(RiverError):
     """River's unique-key builder fails on these args (path syntax quirks)."""
 

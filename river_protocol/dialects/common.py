@@ -1,4 +1,4 @@
-"""What both dialects share: names they accept, batch deduplication and list ordering.
+"""What both dialects share: names they accept, batch unique-key checks and list ordering.
 
 Neither dialect imports the other; where Postgres and SQLite follow the same
 rule (a schema name's shape, which rows of a batch can conflict, how a job list
@@ -8,12 +8,12 @@ pages) the rule lives here once.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from river_protocol.dialects.rows import Binder
-from river_protocol.errors import ValidationError
+from river_protocol.errors import UniqueKeyRepeatedError, ValidationError
 from river_protocol.intents import DeleteFinalizedBefore, InsertParams, InsertResult, ListJobs
 from river_protocol.job import JobRow
 from river_protocol.states import FINALIZED_STATES, JobState
@@ -73,40 +73,32 @@ def unique_index_covers(params: InsertParams) -> bool:
     return bool(params.unique_states & (1 << bit))
 
 
-def dedupe_batch(jobs: tuple[InsertParams, ...]) -> tuple[list[int], list[int]]:
-    """Split a batch into rows to insert and, per input, the inserted row it maps to.
+def refuse_repeated_unique_keys(jobs: Sequence[InsertParams]) -> None:
+    """Raise ``UniqueKeyRepeatedError`` when two inputs of one batch would both enter the unique
+    index with the same key, before any SQL runs, so nothing of the batch is inserted.
 
-    Two inputs that would both enter the unique index with the same key
-    conflict with each other; Postgres rejects such a statement and SQLite
-    silently merges them (docs/protocol.md §5.2). Both dialects instead insert the
-    first and report later ones as duplicates of it, as if inserted one by one.
+    River refuses such a batch (docs/protocol.md §5.2): on Postgres its multi-row
+    ``ON CONFLICT DO UPDATE`` cannot touch one row twice, and its fast ``COPY`` hits the index.
+    Both dialects here refuse it the same way, with a typed error instead of the database's.
     """
     first_by_key: dict[bytes, int] = {}
-    to_insert: list[int] = []
-    source: list[int] = []
     for i, job in enumerate(jobs):
-        if unique_index_covers(job):
-            assert job.unique_key is not None
-            if job.unique_key in first_by_key:
-                source.append(first_by_key[job.unique_key])
-                continue
-            first_by_key[job.unique_key] = len(to_insert)
-        source.append(len(to_insert))
-        to_insert.append(i)
-    return to_insert, source
+        if not unique_index_covers(job):
+            continue
+        assert job.unique_key is not None
+        first = first_by_key.setdefault(job.unique_key, i)
+        if first != i:
+            raise UniqueKeyRepeatedError(
+                f"insert batch repeats a unique key: jobs {first} and {i} (kind {job.kind!r}) would "
+                "both enter the unique index with the same key; River refuses such a batch, so "
+                "nothing was inserted (insert them in separate batches, or drop the repeat)",
+                positions=(first, i),
+            )
 
 
-def results_in_input_order(
-    jobs: tuple[InsertParams, ...], inserted: list[tuple[JobRow, bool]], source: list[int]
-) -> list[InsertResult]:
-    """One result per input, in input order: a repeat of an earlier input reports a duplicate."""
-    seen: set[int] = set()
-    out = []
-    for slot in source:
-        job, skipped = inserted[slot]
-        out.append(InsertResult(job=job, unique_skipped_as_duplicate=skipped or slot in seen))
-        seen.add(slot)
-    return out
+def results_from_rows(inserted: list[tuple[JobRow, bool]]) -> list[InsertResult]:
+    """One result per input, in input order (RETURNING yields rows in input order)."""
+    return [InsertResult(job=job, unique_skipped_as_duplicate=skipped) for job, skipped in inserted]
 
 
 def order_and_cursor(

@@ -113,6 +113,9 @@ def test_what_river_refuses_is_rejected(adapter: tuple[AdapterProcess, ScenarioS
     assert process.error_code("insert", {"jobs": [echo("bad state", unique={"by_state": ["nowhere"]})]}) \
         == jsonrpc.REJECTED
     assert process.error_code("insert", {"jobs": [echo("bad priority", priority=9)]}) == jsonrpc.REJECTED
+    # A batch repeating a unique key: River refuses it whole (Batch/Atomicity), nothing inserted.
+    twice = echo("bad repeat", unique={"by_args": True})
+    assert process.error_code("insert", {"jobs": [twice, echo("bad neighbour"), twice]}) == jsonrpc.REJECTED
     refused = schema.conn.execute("SELECT count(*) FROM river_job WHERE args->>'message' LIKE 'bad %'")
     assert refused.fetchone() == (0,)
     assert process.error_code("stop") == jsonrpc.REJECTED

@@ -19,7 +19,7 @@ import pytest
 from river_db.executor import Executor
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
-from river_protocol.dialects.common import dedupe_batch, unique_index_covers
+from river_protocol.dialects.common import refuse_repeated_unique_keys, unique_index_covers
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.rows import (
     Binder,
@@ -32,7 +32,12 @@ from river_protocol.dialects.rows import (
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.dialects.sqlite.admin import shallow_merge_sql
 from river_protocol.dialects.sqlite.fragments import in_bitmask
-from river_protocol.errors import JobNotFoundError, QueueNotFoundError, ValidationError
+from river_protocol.errors import (
+    JobNotFoundError,
+    QueueNotFoundError,
+    UniqueKeyRepeatedError,
+    ValidationError,
+)
 from river_protocol.intents import (
     CancelJob,
     ClaimJobs,
@@ -197,16 +202,14 @@ def test_insert_jobs_unique_conflict_returns_existing_row(db: DB) -> None:
     assert again[1].unique_skipped_as_duplicate is False
 
 
-def test_insert_jobs_dedupes_keys_within_one_batch(db: DB) -> None:
-    results = insert(
-        db,
-        job("u", unique_key=KEY, unique_states=245),
-        job("plain"),
-        job("u", unique_key=KEY, unique_states=245),
-    )
-    assert [r.unique_skipped_as_duplicate for r in results] == [False, False, True]
-    assert results[2].job.id == results[0].job.id
-    assert len(db.run(ListJobs())) == 2
+def test_insert_jobs_refuses_a_batch_repeating_a_key_and_inserts_nothing(db: DB) -> None:
+    repeated = (job("u", unique_key=KEY, unique_states=245), job("plain"),
+                job("u", unique_key=KEY, unique_states=245))
+    with pytest.raises(UniqueKeyRepeatedError):
+        insert(db, *repeated)
+    with pytest.raises(UniqueKeyRepeatedError):
+        db.run(InsertJobsFast(jobs=repeated))
+    assert db.run(ListJobs()) == []
 
 
 def test_insert_jobs_bitmask_decides_what_conflicts(db: DB) -> None:
@@ -1365,18 +1368,26 @@ def test_binder_keeps_placeholder_order() -> None:
     assert text == "a = ? AND b = ?" and b.params == [1, "x"]
 
 
-def test_dedupe_batch_maps_duplicates_to_first_row() -> None:
+def test_a_batch_repeating_a_unique_key_is_refused_before_any_sql() -> None:
     key = b"k" * 32
     jobs = (
         InsertParams(kind="a", encoded_args=b"{}", unique_key=key, unique_states=245),
         InsertParams(kind="b", encoded_args=b"{}"),
-        InsertParams(kind="a", encoded_args=b"{}", unique_key=key, unique_states=245),
-        # Pending is not in bitmask 1, so this one stays out of the index and is inserted.
+        # Pending is not in bitmask 1, so this one stays out of the index: no conflict.
         InsertParams(kind="a", encoded_args=b"{}", unique_key=key, unique_states=1,
                      state=JobState.PENDING),
     )
-    assert not unique_index_covers(jobs[3])
-    assert dedupe_batch(jobs) == ([0, 1, 3], [0, 1, 0, 2])
+    assert not unique_index_covers(jobs[2])
+    refuse_repeated_unique_keys(jobs)  # no repeat inside the index
+    repeated = (*jobs, InsertParams(kind="a", encoded_args=b"{}", unique_key=key, unique_states=245))
+    with pytest.raises(UniqueKeyRepeatedError, match="jobs 0 and 3") as caught:
+        refuse_repeated_unique_keys(repeated)
+    assert caught.value.positions == (0, 3)
+    assert isinstance(caught.value, ValidationError)
+    for dialect in (PostgresDialect(), SQLiteDialect()):
+        for intent in (InsertJobs(repeated, nonce="ab" * 8), InsertJobsFast(repeated)):
+            with pytest.raises(UniqueKeyRepeatedError):
+                dialect.plan(intent).send(None)
 
 
 def test_sqlite_bitmask_matches_index_spelling() -> None:

@@ -17,7 +17,7 @@ from river_protocol.dialects.rows import Binder
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.dialects.sqlite import fragments as sq
 from river_protocol.errors import ValidationError
-from river_protocol.intents import InsertParams, ListJobs
+from river_protocol.intents import ListJobs
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 
@@ -78,20 +78,9 @@ def _row(job_id: int) -> JobRow:
     return JobRow(id=job_id, kind="k", encoded_args=b"{}", state=JobState.AVAILABLE)
 
 
-def test_results_in_input_order_report_repeats_as_duplicates() -> None:
-    key = b"k" * 32
-    jobs = (
-        InsertParams(kind="a", encoded_args=b"{}", unique_key=key, unique_states=245),
-        InsertParams(kind="b", encoded_args=b"{}"),
-        InsertParams(kind="a", encoded_args=b"{}", unique_key=key, unique_states=245),
-    )
-    to_insert, source = common.dedupe_batch(jobs)
-    assert to_insert == [0, 1]
-    inserted = [(_row(10), False), (_row(11), True)]
-    results = common.results_in_input_order(jobs, inserted, source)
-    assert [(r.job.id, r.unique_skipped_as_duplicate) for r in results] == [
-        (10, False), (11, True), (10, True)
-    ]
+def test_results_from_rows_keep_input_order_and_skip_flags() -> None:
+    results = common.results_from_rows([(_row(10), False), (_row(11), True)])
+    assert [(r.job.id, r.unique_skipped_as_duplicate) for r in results] == [(10, False), (11, True)]
 
 
 def test_order_and_cursor() -> None:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
-from river_protocol.dialects.common import dedupe_batch, json_text, results_in_input_order
+from river_protocol.dialects.common import json_text, refuse_repeated_unique_keys, results_from_rows
 from river_protocol.dialects.postgres.fragments import JOB_COLUMNS, binder, job_rows, now_sql
 from river_protocol.dialects.rows import (
     Binder,
@@ -51,8 +51,8 @@ def _conflict_target(d: Any) -> str:
 def _insert_jobs(d: Any, intent: InsertJobs) -> Plan[list[InsertResult]]:
     if not intent.jobs:
         raise ValidationError("no jobs to insert")
-    to_insert, source = dedupe_batch(intent.jobs)
-    jobs = [intent.jobs[i] for i in to_insert]
+    refuse_repeated_unique_keys(intent.jobs)
+    jobs = intent.jobs
     b = binder()
     sql = f"""
         INSERT INTO {d.prefix}river_job
@@ -85,7 +85,7 @@ def _insert_jobs(d: Any, intent: InsertJobs) -> Plan[list[InsertResult]]:
     # RETURNING follows the SELECT's order (as Go relies on as well).
     rows = yield Statement(sql, tuple(b.params), binary=True)
     inserted = [(job_row_from_pg(r), bool(r[-1])) for r in rows]
-    return results_in_input_order(intent.jobs, inserted, source)
+    return results_from_rows(inserted)
 
 
 _COPY_COLUMNS = (
@@ -97,6 +97,7 @@ _COPY_COLUMNS = (
 def _insert_jobs_fast(d: Any, intent: InsertJobsFast) -> Plan[int]:
     if not intent.jobs:
         raise ValidationError("no jobs to insert")
+    refuse_repeated_unique_keys(intent.jobs)
     # COPY cannot fall back to a column default per row, so rows that leave a
     # time to the database go in a COPY that omits that column.
     groups: dict[tuple[bool, bool], list[tuple[Any, ...]]] = {}

@@ -14,7 +14,7 @@ from typing import Any
 
 from river_protocol import metadata_keys
 from river_protocol.dialects.base import Plan, Planner
-from river_protocol.dialects.common import dedupe_batch, json_text, results_in_input_order
+from river_protocol.dialects.common import json_text, refuse_repeated_unique_keys, results_from_rows
 from river_protocol.dialects.rows import SQLITE_JSON, Binder, completed_row, job_row_from_sqlite, sqlite_now
 from river_protocol.dialects.sqlite.fragments import (
     ERRORS_ARRAY,
@@ -103,21 +103,22 @@ def _insert_jobs(d: Any, intent: InsertJobs) -> Plan[list[InsertResult]]:
         raise ValidationError("no jobs to insert")
     if not intent.nonce:
         raise ValidationError("SQLite inserts need InsertJobs.nonce to detect skipped duplicates")
-    to_insert, source = dedupe_batch(intent.jobs)
+    refuse_repeated_unique_keys(intent.jobs)
     b = binder()
-    sql = _insert_sql(d, b, [intent.jobs[i] for i in to_insert], intent.nonce, JOB_COLUMNS)
+    sql = _insert_sql(d, b, list(intent.jobs), intent.nonce, JOB_COLUMNS)
     # RETURNING yields rows in json_each order, which is the input order.
     rows = yield Statement(sql, tuple(b.params))
     inserted = []
     for r in rows:
         job = job_row_from_sqlite(r)
         inserted.append((job, job.metadata.get(_NONCE_KEY) != intent.nonce))
-    return results_in_input_order(intent.jobs, inserted, source)
+    return results_from_rows(inserted)
 
 
 def _insert_jobs_fast(d: Any, intent: InsertJobsFast) -> Plan[int]:
     if not intent.jobs:
         raise ValidationError("no jobs to insert")
+    refuse_repeated_unique_keys(intent.jobs)
     b = binder()
     rows = yield Statement(_insert_sql(d, b, list(intent.jobs), None, "1"), tuple(b.params))
     return len(rows)

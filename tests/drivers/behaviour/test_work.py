@@ -24,7 +24,7 @@ from behaviour.support import fast_client, row, wait_for
 from river_db.client_support import ClientStats
 from river_protocol.args import arg_field
 from river_protocol.client_core import ClientCore
-from river_protocol.errors import JobNotFoundError
+from river_protocol.errors import JobNotFoundError, UniqueKeyRepeatedError
 from river_protocol.golang.gotime import parse_time
 from river_protocol.intents import CancelJob, Notify
 from river_protocol.machines.notifications import TOPIC_CONTROL, build_cancel
@@ -88,6 +88,23 @@ def test_insert_many_order_and_unique_skips(h: Harness, client_db_url: str) -> N
     assert [r.unique_skipped_as_duplicate for r in results] == [False, True, False, False]
     assert results[1].job.id == first.job.id
     assert results[0].job.id < results[2].job.id < results[3].job.id
+
+
+def test_insert_many_repeating_a_unique_key_is_refused_whole(h: Harness, client_db_url: str) -> None:
+    """River refuses a batch in which two jobs share a unique key (harness leaf Batch/Atomicity):
+    a typed error, and nothing of the batch is inserted, in the client's transaction or the caller's."""
+    unique = InsertOpts(unique_opts=UniqueOpts(by_args=True))
+    batch = [Task("before"), InsertManyParams(Task("u"), unique), Other(1),
+             InsertManyParams(Task("u"), unique)]
+    with h.client(client_db_url) as client:
+        with pytest.raises(UniqueKeyRepeatedError) as caught:
+            client.insert_many(batch)
+        assert caught.value.positions == (1, 3)
+        with h.transaction(client) as tx:
+            with pytest.raises(UniqueKeyRepeatedError):
+                client.insert_many(batch, tx=tx)
+            kept = client.insert(Task("kept"), tx=tx)  # the caller's transaction is still usable
+        assert [job.id for job in client.jobs.list().jobs] == [kept.job.id]
 
 
 @dataclasses.dataclass
