@@ -37,6 +37,10 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("river_async/admin.py", "river_sync/admin.py"),
     ("river_async/context.py", "river_sync/context.py"),
     ("river_async/transactions.py", "river_sync/transactions.py"),
+    ("river_async/testing/__init__.py", "river_sync/testing/__init__.py"),
+    ("river_async/testing/assertions.py", "river_sync/testing/assertions.py"),
+    ("river_async/testing/inline.py", "river_sync/testing/inline.py"),
+    ("river_async/testing/work.py", "river_sync/testing/work.py"),
 )
 
 # Whole identifiers (names, attributes, words in comments and docstrings).
@@ -367,10 +371,28 @@ def _alias_text(alias: ast.alias) -> str:
     return alias.name + (f" as {alias.asname}" if alias.asname else "")
 
 
+def _merge_from_imports(run: Sequence[ast.stmt]) -> list[ast.stmt]:
+    """One ``from m import ...`` a module (as ruff's isort has it); ``a as b`` ones stay apart."""
+    merged: dict[tuple[str | None, int], ast.ImportFrom] = {}
+    out: list[ast.stmt] = []
+    for stmt in run:
+        if not isinstance(stmt, ast.ImportFrom) or any(a.asname for a in stmt.names):
+            out.append(stmt)
+            continue
+        key = (stmt.module, stmt.level)
+        if key in merged:
+            known = {a.name for a in merged[key].names}
+            merged[key].names.extend(a for a in stmt.names if a.name not in known)
+            continue
+        merged[key] = ast.ImportFrom(module=stmt.module, names=list(stmt.names), level=stmt.level)
+        out.append(merged[key])
+    return out
+
+
 def _render_run(run: Sequence[ast.stmt], indent: str) -> list[str]:
     """The lines of a sorted import run: sections apart by one blank line, plain imports first."""
     sections: dict[int, list[tuple[tuple[int, list[str | int]], list[str]]]] = {}
-    for stmt in run:
+    for stmt in _merge_from_imports(run):
         assert isinstance(stmt, (ast.Import, ast.ImportFrom))
         if isinstance(stmt, ast.Import):
             for alias in stmt.names:  # ruff splits `import a, b`

@@ -1,18 +1,20 @@
-"""Test helpers for async code (``river_trio``, ``river_asyncio``): ``river_sync.testing``'s names,
-as coroutines where they do I/O or run workers.
+"""Test helpers: the counterparts of River's ``rivertest``, the same names on every client
+(coroutines on the async clients where they do I/O or run workers).
 
-- ``await require_inserted`` / ``require_many_inserted`` / ``require_not_inserted``:
-  assertions about inserted jobs through an async ``Client``, an
-  ``AsyncDatabase``, a URL or an open transaction (``assertions``).
-- ``build_job``: a realistic claimed ``JobRow`` for an args value (pure; the
-  same function as ``river_sync.testing.build_job``).
-- ``await work_once``: run an async or sync worker on one job without a
-  database; ``await work_with_client``: the same through a real client and
-  database. Both return ``WorkResult`` (``work``).
-- ``InlineClient`` / ``inline_client``: ``await insert`` runs the job at once (``inline``).
+- ``require_inserted`` / ``require_many_inserted`` / ``require_not_inserted``:
+  assertions about inserted jobs, through a client, database, URL or an open
+  transaction (``assertions``).
+- ``build_job``: a realistic claimed ``JobRow`` for an args value (pure, from
+  ``river_db.testing.builder``).
+- ``work_once``: run a worker on one job without a database and get the
+  outcome, the set-state update and the recorded output; ``work_with_client``:
+  the same through a real client and database (``work``).
+- ``InlineClient`` / ``inline_client``: ``insert`` runs the job at once (``inline``).
+- The pytest plugin ``river_tools.pytest_plugin`` (auto-loaded) adds fixtures.
 
-Run them inside ``trio.run`` or ``asyncio.run`` (or a test runner: anyio's pytest plugin,
-pytest-trio). ``river_trio.testing`` and ``river_asyncio.testing`` re-export them.
+On the async clients, run them inside ``trio.run`` or ``asyncio.run`` (or a test runner:
+anyio's pytest plugin, pytest-trio); ``river_trio.testing`` and ``river_asyncio.testing``
+re-export them bound to their loop.
 """
 
 from river_async.testing.assertions import require_inserted, require_many_inserted, require_not_inserted

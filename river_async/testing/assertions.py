@@ -1,20 +1,31 @@
-"""Assertions about inserted jobs for async code: ``await require_inserted(target, ...)``.
+"""Assertions about inserted jobs (River's ``rivertest.RequireInserted`` and friends).
 
-The targets, expectations and verdicts are ``river_sync.testing``'s (see
-``river_sync.testing.assertions`` and ``river_db.testing.expectations``);
-only the reading is async:
+Every assertion reads ``river_job`` through a *target*:
 
-- an async ``Client`` or an ``AsyncDatabase`` (committed jobs; an
-  insert-only client that has not opened its database yet opens it);
+- a ``Client`` or its ``AsyncDatabase`` (committed jobs; an async insert-only
+  client that has not opened its database yet opens it);
 - a database URL or SQLite path (opened and closed for the check);
-- a transaction: whatever ``client.insert(..., tx=tx)`` was given, read in that
-  transaction through the same adapter (``river_async.txadapt``), so its
-  uncommitted jobs are visible there only: a blocking psycopg connection,
-  SQLAlchemy Connection/Session or sqlite connection (read in a worker thread),
-  and on asyncio psycopg's ``AsyncConnection``, SQLAlchemy's ``AsyncConnection``/
-  ``AsyncSession`` or an asyncpg ``Connection`` (read on it natively); a blocking
-  autocommit connection outside a transaction is read directly; ``tx=`` does
-  the same while the target (a client) gives the schema.
+- a transaction: whatever ``client.insert(..., tx=tx)`` was given (a psycopg
+  connection, SQLAlchemy Connection/Session or sqlite3/sqlean connection, and
+  on asyncio psycopg's ``AsyncConnection``, SQLAlchemy's ``AsyncConnection``/
+  ``AsyncSession`` or an asyncpg ``Connection``), read in that very transaction
+  through the adapter the client inserts with, so jobs inserted with
+  ``client.insert(..., tx=tx)`` are visible before commit (and only there); an
+  autocommit connection outside a transaction is simply read (committed jobs);
+  ``tx=`` does the same while the target (a client) gives the schema.
+
+The expected job is a kind, an args type, or an args value. A value also
+requires the job's args to equal its encoding (River only uses it for the
+kind); ``args=`` takes a dict (the job's args must contain those members) or
+an args value (equal encoding). Option filters left at ``None`` are not checked.
+
+The expectations and verdicts are ``river_db.testing.expectations``'s, the
+same for every client.
+
+Differences from Go: ``require_inserted`` wants exactly one job *matching the
+filters* (Go wants exactly one job of the kind, then checks the options), so
+several jobs of a kind can be told apart by args. Failures raise
+``AssertionError`` listing the jobs found, so pytest shows them.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from river_db.connect import dialect_for, outside_tx
 from river_db.testing.expectations import (
     ExpectedJob,
     InsertedJob,
+    describe_job,
     expectations_of,
     judge_inserted,
     judge_many_inserted,
@@ -42,17 +54,29 @@ from river_protocol.golang.gotime import GoTime
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 
+# ---------------------------------------------------------------- reading through a target
+
+
+async def _open_url(target: str | Path, schema: str | None) -> AsyncDatabase:
+    text = str(target)
+    if isinstance(target, str) and "://" in text:
+        return await AsyncDatabase.from_url(text, schema=schema)
+    return await AsyncDatabase.from_sqlite_path(text, schema=schema)
+
 
 @asynccontextmanager
 async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> AsyncIterator[AsyncExecutor]:
-    """An async executor reading ``river_job`` through ``target`` (see the module docstring)."""
+    """An executor reading ``river_job`` through ``target`` (see the module docstring)."""
     from river_async.client import Client
 
     if isinstance(target, Client):
         if schema is None:
             schema = target.schema
         if tx is None:
-            target = await target._ensure_db()
+            if True:  # ASYNC
+                target = await target._ensure_db()
+            else:
+                target = target.database
     if schema is None and isinstance(target, AsyncDatabase):
         schema = target.dialect.schema
     if tx is not None:
@@ -62,19 +86,19 @@ async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> 
             yield ex
         return
     if isinstance(target, str | Path):
-        text = str(target)
-        if isinstance(target, str) and "://" in text:
-            db = await AsyncDatabase.from_url(text, schema=schema)
-        else:
-            db = await AsyncDatabase.from_sqlite_path(text, schema=schema)
-        async with db, db.executor(readonly=True) as ex:
+        async with await _open_url(target, schema) as db, db.executor(readonly=True) as ex:
             yield ex
         return
-    from river_async.txadapt import asyncio_only_kind, executor_for_caller_tx
+    from river_async.txadapt import executor_for_caller_tx
 
     # A blocking autocommit connection outside a transaction is read directly; every open
-    # transaction, asyncio-native ones included, goes through the adapter the client inserts with.
-    plain = None if asyncio_only_kind(target) else outside_tx(target)
+    # transaction goes through the adapter the client inserts with.
+    if True:  # ASYNC
+        from river_async.txadapt import asyncio_only_kind
+
+        plain = None if asyncio_only_kind(target) else outside_tx(target)
+    else:
+        plain = outside_tx(target)
     if plain is not None:
         yield AsyncExecutor(target, dialect_for(plain, schema), in_caller_tx=True)
         return
@@ -96,6 +120,9 @@ async def jobs_of_kinds(ex: AsyncExecutor, kinds: Sequence[str]) -> list[JobRow]
 async def _read(target: Any, kinds: Sequence[str], tx: Any, schema: str | None) -> tuple[list[JobRow], str]:
     async with reading(target, tx=tx, schema=schema) as ex:
         return await jobs_of_kinds(ex, kinds), ex.dialect.name
+
+
+# ---------------------------------------------------------------- the assertions
 
 
 async def require_inserted(
@@ -154,6 +181,7 @@ async def require_many_inserted(
 __all__ = [
     "ExpectedJob",
     "InsertedJob",
+    "describe_job",
     "jobs_of_kinds",
     "reading",
     "require_inserted",

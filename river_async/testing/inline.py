@@ -1,14 +1,21 @@
-"""Inline mode for async code (trio or asyncio): ``await inline.insert(args)`` runs the job at once,
-in the caller's task.
+"""Inline mode: ``insert`` runs the job at once, in the caller (Loco's "foreground blocking").
 
-Same rules as ``river_sync.testing.inline`` (every insert runs exactly once,
-failures are not retried inline, duplicates skipped by unique options are not
-run, rows in memory or in a database)::
+For tests and scripts that want a job's effect right away::
 
-    inline = InlineClient(workers)                       # in memory
-    async with InlineClient(workers, "sqlite:///x") as inline:   # rows in a migrated database
-        result = await inline.insert(SendEmail(to="a@b.c"))
-    inline = inline_client(client)                       # borrow an async Client (not running)
+    inline = InlineClient(workers)                 # no database: rows kept in memory
+    inline = InlineClient(workers, "sqlite:///x")  # rows recorded in a migrated database
+    inline = inline_client(client)                 # borrow a client's database and settings
+
+    result = inline.insert(SendEmail(to="a@b.c"))  # await inline.insert(...) on the async clients
+    result.job.state          # the final row, as a client's insert result has it
+    result.work.output        # the WorkResult of the run (None when a duplicate was skipped)
+
+Every insert runs exactly once, whatever its schedule (scheduled and pending
+jobs too): a failure leaves the job retryable (or available) for a real
+client to pick up later, and is not retried inline. With a database, inserts
+go through the real client (unique options apply; a skipped duplicate is not
+run), and the run is ``work_with_client``. In memory, ids count from 1 and
+unique options are not enforced.
 """
 
 from __future__ import annotations
@@ -27,17 +34,18 @@ if TYPE_CHECKING:
 
 
 class InlineClient(InlineBase):
-    """Runs each inserted job immediately (see the module docstring).
+    """Runs each inserted job immediately in the caller (see the module docstring).
 
     ``database`` (URL, SQLite path, pool, Engine or ``AsyncDatabase``, already
-    migrated) makes the rows real: an insert-only client (``river_trio.Client``
-    from ``river_trio.testing``, ``river_asyncio.Client`` from ``river_asyncio.testing``) is
-    made on it (it opens the database at the first insert) and closed by
-    ``aclose()``. Without one, rows live in memory (``jobs()``, ``get_job()``).
-    Keyword settings are the client's; the shared half is ``river_db.testing.inline.InlineBase``.
+    migrated) makes the rows real: an insert-only client (the driver's own
+    ``Client``; an async one opens the database at the first insert) is made on
+    it and closed by ``aclose()``. Without one, rows live in memory (``jobs()``,
+    ``get_job()``). Keyword settings are the client's; the shared half is
+    ``river_db.testing.inline.InlineBase``.
     """
 
-    _client_class: ClassVar[type[Client] | None] = None  # None: river_async's, on any loop
+    # The driver's Client class (river_trio's, river_asyncio's); None: this package's own.
+    _client_class: ClassVar[type[Client] | None] = None
 
     def _new_client(self, database: Any, **settings: Any) -> Client:
         from river_async.client import Client
@@ -49,8 +57,10 @@ class InlineClient(InlineBase):
         """The real client behind a database-backed inline client (None in memory)."""
         return self._client  # type: ignore[no-any-return]
 
+    # ---------------------------------------------------------------- inserts
+
     async def insert(self, args: Any, opts: InsertOpts | None = None, *, tx: Any = None) -> InlineResult:
-        """Insert ``args`` and run its worker now; the final row and the run.
+        """Insert ``args`` and run its worker now; returns the final row and the run.
 
         ``tx`` (database mode only) runs the insert, the claim and the outcome
         in the caller's transaction.
@@ -75,9 +85,14 @@ class InlineClient(InlineBase):
         job = self._memory_job(args, opts, utcnow())
         return self._remember(await work_once(self.workers, job, **self._work_once_options()))
 
+    # ---------------------------------------------------------------- lifecycle
+
     async def aclose(self) -> None:
         if self._owns_client and self._client is not None:
-            await self._client.aclose()
+            if True:  # ASYNC
+                await self._client.aclose()
+            else:
+                self._client.stop()
             self._owns_client = False
 
     async def __aenter__(self) -> InlineClient:
@@ -90,7 +105,7 @@ class InlineClient(InlineBase):
 def inline_client(client: Client) -> InlineClient:
     """An inline client on ``client``'s database and settings (workers, middleware, retry policy...).
 
-    ``client`` must not be running; closing the inline client leaves it open.
+    ``client`` must not be started; closing the inline client leaves it open.
     """
     return inline_client_of(InlineClient, client)
 

@@ -1,18 +1,31 @@
-"""``await work_once(...)`` and ``await work_with_client(...)``: ``river_sync.testing``'s worker runs
-for async code (trio or asyncio), with the same ``WorkResult``.
+"""Run a worker on one job and see what River would record: ``work_once`` and ``work_with_client``.
 
-The run is the async client's: an async worker runs as a task inside a cancel
-scope whose deadline is the job's timeout (on the loop's clock, so under trio a
-``trio.testing.MockClock`` drives it) and which a set token cancels; an
-interruption is recorded as the client records it (``WorkCancelled`` with the
-token's cause). A sync worker runs in a worker thread and is cooperative: a
-timer task sets its token at the timeout. Middleware is the async client's
-(``async def mw(ctx, args, call_next)``); an error handler may be sync or async.
-Planning, outcomes and the set-state update come from ``river_protocol`` and the
-configuration from ``river_sync.testing.work``, so both drivers agree.
+Both go through the code the client itself uses: ``ClientCore.plan_job``
+(unknown kinds, args decoding, the job timeout), ``outcome_from_result``,
+``wants_error_handler`` and ``ClientCore.finish_job`` (retry policy, snoozes,
+metadata), so the ``SetStateUpdate`` in a ``WorkResult`` is the one a running
+client would hand its completer.
 
-As in ``river_sync.testing``, only ``Exception`` is captured: ``NoDatabaseError``,
-``KeyboardInterrupt`` and pytest's outcomes reach the test.
+``work_once`` needs no database: the worker's ``ctx.client`` is an
+``OfflineClient`` that raises on use, unless a real client is passed.
+``work_with_client`` inserts through a real (not started) client, claims the
+job, runs it with that client in its context and records the outcome with the
+real set-state statement (River's ``rivertest.Worker.Work``).
+
+The run is the client's. On the threaded client a worker runs in the calling
+thread and a timer sets its token at the job's timeout. On the async clients
+an async worker runs as a task inside a cancel scope whose deadline is the
+job's timeout (on the loop's clock, so under trio a ``trio.testing.MockClock``
+drives it) and which a set token cancels; an interruption is recorded as the
+client records it (``WorkCancelled`` with the token's cause). A sync worker
+runs in a worker thread and is cooperative: a timer task sets its token at the
+timeout. Middleware is the client's (``async def mw(ctx, args, call_next)`` on
+the async clients); an error handler may be sync or async there.
+
+Differences from a running client, on purpose: only ``Exception`` is captured,
+so ``NoDatabaseError``, ``KeyboardInterrupt``, ``SystemExit`` and pytest's own
+outcomes (``pytest.fail``, ``pytest.skip``) propagate to the test instead of
+failing the job.
 """
 
 from __future__ import annotations
@@ -20,13 +33,10 @@ from __future__ import annotations
 import inspect
 import math
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
-
-import anyio
-import anyio.to_thread
 
 from river_async.context import CancellationToken, WorkContext
 from river_async.executor import AsyncExecutor
@@ -56,55 +66,83 @@ from river_protocol.work import (
     outcome_from_result,
 )
 
+if True:  # ASYNC
+    import anyio
+    import anyio.to_thread
+else:
+    import threading
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from river_db.testing.offline import claim_job
+    from river_db.testing.runs import client_settings
+
 if TYPE_CHECKING:
     from river_async.client import Client
 
 ErrorHandler = Callable[[Any, BaseException], Any]
-CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
-Middleware = Callable[[WorkContext, Any, CallNext], Awaitable[Any]]
+CallNext = Callable[[WorkContext, Any], Any]  # on the async clients, returns an awaitable
+Middleware = Callable[[WorkContext, Any, CallNext], Any]
 
 
-async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value
+# ---------------------------------------------------------------- running
 
+if True:  # ASYNC
+    async def _maybe_await(value: Any) -> Any:
+        if inspect.isawaitable(value):
+            return await value
+        return value
 
-async def _in_thread(fn: Callable[[], Any]) -> Any:
-    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
+    async def _in_thread(fn: Callable[[], Any]) -> Any:
+        return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
 
+    def _call_chain(
+        setup: RunSetup, worker: Any, token: CancellationToken, seconds: float | None
+    ) -> CallNext:
+        from river_async.client import is_async_worker
 
-def _call_chain(setup: RunSetup, worker: Any, token: CancellationToken, seconds: float | None) -> CallNext:
-    from river_async.client import is_async_worker
+        call: CallNext
+        if is_async_worker(worker):
+            async def call(ctx: WorkContext, args: Any) -> Any:
+                return await _maybe_await(worker.call(ctx, args))
+        else:
+            async def call(ctx: WorkContext, args: Any) -> Any:
+                async def set_token_at_deadline() -> None:
+                    await anyio.sleep(math.inf if seconds is None else seconds)
+                    token.cancel(CancelCause.TIMEOUT)
 
-    call: CallNext
-    if is_async_worker(worker):
-        async def call(ctx: WorkContext, args: Any) -> Any:
-            return await _maybe_await(worker.call(ctx, args))
-    else:
-        async def call(ctx: WorkContext, args: Any) -> Any:
-            async def set_token_at_deadline() -> None:
-                await anyio.sleep(math.inf if seconds is None else seconds)
-                token.cancel(CancelCause.TIMEOUT)
+                result: Any = None
+                error: Exception | None = None
+                async with anyio.create_task_group() as nursery:
+                    nursery.start_soon(set_token_at_deadline)
+                    # Captured, then raised outside the task group: the worker's error must not come
+                    # back wrapped in an exception group.
+                    try:
+                        result = await _in_thread(lambda: worker.call(ctx, args))
+                    except Exception as exc:
+                        error = exc
+                    nursery.cancel_scope.cancel()
+                if error is not None:
+                    raise error
+                return await _maybe_await(result)
 
-            result: Any = None
-            error: Exception | None = None
-            async with anyio.create_task_group() as nursery:
-                nursery.start_soon(set_token_at_deadline)
-                # Captured, then raised outside the task group: the worker's error must not come
-                # back wrapped in an exception group.
-                try:
-                    result = await _in_thread(lambda: worker.call(ctx, args))
-                except Exception as exc:
-                    error = exc
-                nursery.cancel_scope.cancel()
-            if error is not None:
-                raise error
-            return await _maybe_await(result)
-
-    for mw in reversed(setup.middleware):
-        call = (lambda m, nxt: lambda c, a: m(c, a, nxt))(mw, call)
-    return call
+        for mw in reversed(setup.middleware):
+            call = (lambda m, nxt: lambda c, a: m(c, a, nxt))(mw, call)
+        return call
+else:
+    @contextmanager
+    def _deadline(token: CancellationToken, seconds: float | None) -> Iterator[None]:
+        """Set ``token`` with the timeout cause after ``seconds``, as the client's watchdog does."""
+        if seconds is None:
+            yield
+            return
+        timer = threading.Timer(seconds, lambda: token.cancel(CancelCause.TIMEOUT))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
 
 
 async def _run(
@@ -116,9 +154,7 @@ async def _run(
     timeout: timedelta | float | None,
     cancel: CancelCause | None,
 ) -> Ran:
-    """Plan, run and finish ``job`` as the async client's job task does."""
-    from river_async.client import is_async_worker
-
+    """Plan, run and finish ``job`` as the client's job thread or task does, in the caller."""
     core = setup.core
     plan = core.plan_job(job)
     started_at = now or utcnow()
@@ -135,30 +171,47 @@ async def _run(
     result: Any = None
     error: Exception | None = None
     trace = ""
-    scope = anyio.CancelScope()
-    if is_async_worker(worker):
-        if seconds is not None:
-            scope.deadline = anyio.current_time() + seconds
-        token.scope = scope
-        if token.cause is not None:
-            scope.cancel()
-    try:
-        with scope:
-            result = await _call_chain(setup, worker, token, seconds)(ctx, plan.args)
-    except NoDatabaseError:
-        raise  # a test set-up mistake, not the job's failure
-    except Exception as exc:
-        error, trace = exc, traceback.format_exc()
-    token.scope = None
-    if scope.cancelled_caught:
-        token.cancel(CancelCause.TIMEOUT)  # no-op when a cause was already set
-        assert token.cause is not None
-        result, error, trace = None, WorkCancelled(token.cause), ""
+    if True:  # ASYNC
+        from river_async.client import is_async_worker
+
+        scope = anyio.CancelScope()
+        if is_async_worker(worker):
+            if seconds is not None:
+                scope.deadline = anyio.current_time() + seconds
+            token.scope = scope
+            if token.cause is not None:
+                scope.cancel()
+        try:
+            with scope:
+                result = await _call_chain(setup, worker, token, seconds)(ctx, plan.args)
+        except NoDatabaseError:
+            raise  # a test set-up mistake, not the job's failure
+        except Exception as exc:
+            error, trace = exc, traceback.format_exc()
+        token.scope = None
+        if scope.cancelled_caught:
+            token.cancel(CancelCause.TIMEOUT)  # no-op when a cause was already set
+            assert token.cause is not None
+            result, error, trace = None, WorkCancelled(token.cause), ""
+    else:
+        call: Callable[[WorkContext, Any], Any] = worker.call
+        for mw in reversed(setup.middleware):
+            call = (lambda m, nxt: lambda c, a: m(c, a, nxt))(mw, call)
+        with _deadline(token, seconds):
+            try:
+                result = call(ctx, plan.args)
+            except NoDatabaseError:
+                raise  # a test set-up mistake, not the job's failure
+            except Exception as exc:
+                error, trace = exc, traceback.format_exc()
     cause = token.cause
     outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
     handler_cancel = False
     if calls_error_handler(setup, outcome, error, cause):
-        handler_cancel = bool(await _maybe_await(setup.error_handler(job, error)))
+        if True:  # ASYNC
+            handler_cancel = bool(await _maybe_await(setup.error_handler(job, error)))
+        else:
+            handler_cancel = bool(setup.error_handler(job, error))
     return finished_run(core, plan, outcome, result=result, error=error, trace=trace, cause=cause,
                         handler_cancel=handler_cancel, metadata=dict(ctx.metadata_updates),
                         started_at=started_at, finished_at=now or utcnow(),
@@ -186,11 +239,23 @@ async def work_once(
     error_handler: ErrorHandler | None = None,
     rand: float | None = None,
 ) -> WorkResult:
-    """Run an async or sync worker on one job without a database; what River would record.
+    """Run a worker on one job without a database and return what River would record.
 
-    Arguments as ``river_sync.testing.work_once``; ``client`` is a
-    ``river_trio.Client`` or ``river_asyncio.Client`` (lending its settings and async
-    middleware) or None for an ``OfflineClient``. ``timeout`` is in seconds of the loop's clock.
+    ``workers_or_callable``: a ``Workers`` bundle, a worker object with
+    ``work(ctx, args)`` or a function ``fn(ctx, args)`` / ``fn(args)`` (on the
+    async clients also ``async def``). ``args_or_job``: an args value (a running
+    job is built for it with ``build_job(args, opts, attempt=attempt, now=now)``)
+    or a ``JobRow``, used as the claimed row exactly as given.
+
+    ``client``: the ``ctx.client`` the worker sees (default: an
+    ``OfflineClient`` that raises); a ``Client`` of this driver also lends its
+    job timeout, retry policy, max attempts, middleware and error handler, which
+    the keyword arguments override. ``now`` fixes the clock of the run (start
+    and finish), making retry and snooze times exact; ``rand`` (in [0, 1))
+    fixes the retry jitter. ``timeout``: the job's deadline (seconds or a
+    timedelta; 0 = none; on the loop's clock on the async clients), default the
+    worker's or client's as in production; ``cancel`` sets the token before the
+    run (a remote cancel, a stop).
     """
     job, workers = job_to_work(workers_or_callable, args_or_job, opts=opts, client=client,
                                now=now or utcnow(), attempt=attempt, args_type=args_type,
@@ -210,20 +275,30 @@ async def work_once(
 async def client_transaction(client: Client, tx: Any) -> AsyncIterator[AsyncExecutor]:
     """An executor in ``tx`` (the caller's transaction) or in a new transaction of the client's."""
     if tx is None:
-        db = await client._ensure_db()
+        if True:  # ASYNC
+            db = await client._ensure_db()
+        else:
+            db = client.database
         async with db.transaction() as ex:
             yield ex
         return
     from river_async.txadapt import executor_for_caller_tx
 
-    yield await executor_for_caller_tx(tx, schema=client.schema, expect=client.dialect_name)
+    if True:  # ASYNC  # noqa: SIM108 (one line each side)
+        expect = client.dialect_name
+    else:
+        expect = client.database.dialect.name
+    yield await executor_for_caller_tx(tx, schema=client.schema, expect=expect)
 
 
 async def _claim(ex: AsyncExecutor, job: JobRow, client_id: str) -> JobRow:
-    # The claim is a plan: the executor's runner drives it, in a worker thread on a blocking
-    # connection or on the caller's asyncio-native one (psycopg/SQLAlchemy async, asyncpg).
-    running: JobRow = await ex.runner.run_plan(claim_plan(ex.dialect, job, client_id))
-    return running
+    if True:  # ASYNC
+        # The claim is a plan: the executor's runner drives it, in a worker thread on a blocking
+        # connection or on the caller's asyncio-native one (psycopg/SQLAlchemy async, asyncpg).
+        running: JobRow = await ex.runner.run_plan(claim_plan(ex.dialect, job, client_id))
+        return running
+    else:
+        return claim_job(ex, job, client_id)
 
 
 async def work_with_client(
@@ -236,20 +311,26 @@ async def work_with_client(
     cancel: CancelCause | None = None,
     rand: float | None = None,
 ) -> WorkResult:
-    """Insert ``args`` through ``client`` (an async ``Client``, not running), claim the job,
-    work it, record the outcome with the completer's statement; as ``river_sync.testing``'s.
+    """Insert ``args`` through ``client`` (not started), claim the job, work it, record the outcome.
 
-    ``tx``: the caller's open transaction every step runs in, any kind the client's
-    ``insert(..., tx=)`` takes (one adapter decides: ``river_async.txadapt``): a
-    blocking psycopg, SQLAlchemy Connection/Session or sqlite connection, and on
-    asyncio also psycopg's ``AsyncConnection``, SQLAlchemy's ``AsyncConnection``/
-    ``AsyncSession`` and asyncpg's ``Connection``. A ``JobRow`` instead of args works
-    that job.
+    The worker comes from the client's ``Workers`` and gets the client as
+    ``ctx.client``; the client's middleware, error handler, retry policy and
+    job timeout apply. The outcome goes through the completer's set-state
+    statement, and ``WorkResult.job`` is the row read back afterwards.
+
+    With ``tx`` every step runs in that transaction, as River's
+    ``rivertest.Worker.Work`` does, so rolling it back leaves nothing behind:
+    any kind the client's ``insert(..., tx=)`` takes (one adapter decides,
+    ``river_async.txadapt``): a psycopg, SQLAlchemy Connection/Session or sqlite
+    connection, and on asyncio also psycopg's ``AsyncConnection``, SQLAlchemy's
+    ``AsyncConnection``/``AsyncSession`` and asyncpg's ``Connection``. A
+    ``JobRow`` instead of args works that existing job.
     """
     if isinstance(args_or_job, JobRow):
         job = args_or_job
     else:
-        job = (await client.insert(args_or_job, opts, tx=tx)).job
+        inserted = await client.insert(args_or_job, opts, tx=tx)
+        job = inserted.job
     setup = setup_run(None, client, job_timeout=None, retry_policy=None, max_attempts=None,
                       middleware=None, error_handler=None, rand=rand)
     async with client_transaction(client, tx) as ex:
@@ -263,11 +344,22 @@ async def work_with_client(
     return work_result(ran, final)
 
 
-__all__ = [
-    "NoDatabaseError",
-    "OfflineClient",
-    "WorkResult",
-    "client_transaction",
-    "work_once",
-    "work_with_client",
-]
+if True:  # ASYNC
+    __all__ = [
+        "NoDatabaseError",
+        "OfflineClient",
+        "WorkResult",
+        "client_transaction",
+        "work_once",
+        "work_with_client",
+    ]
+else:
+    __all__ = [
+        "NoDatabaseError",
+        "OfflineClient",
+        "WorkResult",
+        "claim_job",
+        "client_settings",
+        "work_once",
+        "work_with_client",
+    ]
