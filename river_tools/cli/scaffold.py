@@ -1,8 +1,10 @@
 """``river new-worker NAME``: scaffold a worker module and its test.
 
 The module holds an args dataclass (its ``kind`` names the job kind River stores) and a worker
-function registered on a ``Workers`` registry; the test calls the worker function directly with
-a small stand-in context, so it runs without a database.
+function registered on a ``Workers`` registry. The test uses the library's own helpers, through
+public imports only: ``river_sync.testing.work_once`` runs one attempt with no database, and the
+pytest plugin's ``river_inline_client`` (its ``river_workers`` fixture overridden with the
+module's registry) inserts into a migrated SQLite database and works the job at once.
 """
 
 from __future__ import annotations
@@ -81,8 +83,7 @@ def render_module(name: str, kind: str, queue: str | None) -> str:
         "from dataclasses import dataclass",
         "from typing import ClassVar",
         "",
-        "from river_protocol.args import arg_field",
-        f"from river_sync import {'InsertOpts, ' if queue else ''}WorkContext, Workers",
+        f"from river_sync import {'InsertOpts, ' if queue else ''}WorkContext, Workers, arg_field",
         "",
         "workers = Workers()",
         "",
@@ -121,28 +122,21 @@ def render_module(name: str, kind: str, queue: str | None) -> str:
 def render_test(name: str, kind: str) -> str:
     cls = class_name(name)
     return "\n".join([
-        f'"""Tests for the ``{kind}`` worker: called directly, with a stand-in context."""',
+        f'"""Tests for the ``{kind}`` worker, with River\'s test helpers and pytest plugin."""',
         "",
         "from __future__ import annotations",
         "",
-        "from typing import Any",
+        "import pytest",
+        f"from {name} import {cls}, workers",
         "",
-        f"from {name} import {cls}, work, workers",
+        "from river_sync import JobState, Workers",
+        "from river_sync.testing import InlineClient, require_inserted, work_once",
         "",
         "",
-        "class FakeContext:",
-        '    """The parts of WorkContext the worker uses."""',
-        "",
-        "    def __init__(self) -> None:",
-        "        self.cancelled = False",
-        "        self.outputs: list[Any] = []",
-        "",
-        "    def raise_if_cancelled(self) -> None:",
-        "        if self.cancelled:",
-        '            raise RuntimeError("cancelled")',
-        "",
-        "    def record_output(self, value: Any) -> None:",
-        "        self.outputs.append(value)",
+        "@pytest.fixture",
+        "def river_workers() -> Workers:",
+        '    """The registry the plugin\'s client fixtures (river_inline_client, river_client) use."""',
+        "    return workers",
         "",
         "",
         "def test_worker_is_registered_for_its_kind() -> None:",
@@ -150,10 +144,20 @@ def render_test(name: str, kind: str) -> str:
         f"    assert {_py_str(kind)} in workers",
         "",
         "",
-        "def test_work_records_its_output() -> None:",
-        "    ctx = FakeContext()",
-        f'    work(ctx, {cls}(message="hello"))  # type: ignore[arg-type]',
-        '    assert ctx.outputs == [{"echo": "hello"}]',
+        "def test_one_attempt_completes_and_records_its_output() -> None:",
+        "    # One run of the worker, no database: the outcome and the row as River would store it.",
+        f'    result = work_once(workers, {cls}(message="hello"))',
+        "    assert result.error is None, result.trace",
+        "    assert result.state is JobState.COMPLETED",
+        '    assert result.output == {"echo": "hello"}',
+        "",
+        "",
+        "def test_inserted_job_is_worked(river_inline_client: InlineClient, river_sqlite_url: str) -> None:",
+        "    # An empty, migrated SQLite database per test; each insert runs its worker at once.",
+        f'    result = river_inline_client.insert({cls}(message="hi"))',
+        "    assert result.job.state is JobState.COMPLETED",
+        f'    job = require_inserted(river_sqlite_url, {cls}, args={cls}(message="hi"))  # read back',
+        "    assert job.id == result.job.id",
         "",
     ])
 
