@@ -66,7 +66,8 @@ def test_generated_worker_imports_and_its_test_passes(
     assert "3 passed" in done.stdout
     # Public imports only: what a user's code may import, the client package and its testing helpers.
     for generated in (target / "send_email.py", target / "test_send_email.py"):
-        imports = [line for line in generated.read_text().splitlines() if line.startswith(("from ", "import "))]
+        lines = generated.read_text().splitlines()
+        imports = [line for line in lines if line.startswith(("from ", "import "))]
         river = {line.split()[1] for line in imports if line.split()[1].startswith("river")}
         assert river <= {"river_sync", "river_sync.testing"}, (generated.name, river)
     test_source = (target / "test_send_email.py").read_text()
