@@ -71,6 +71,7 @@ from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
 from river_db.resumable import ResumableAttempt, raised, returned
 from river_db.urls import dialect_of_url
+from river_db.waits import job_id_of, timeout_seconds, workflow_id_of
 from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
     EventKind,
@@ -79,8 +80,9 @@ from river_protocol.client_core import (
     MaintenanceConfig,
     QueueConfig,
 )
-from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import GetQueue, InsertParams, InsertResult
+from river_protocol.errors import JobNotFoundError, RiverError, ValidationError
+from river_protocol.intents import GetJob, GetQueue, InsertParams, InsertResult, ListWorkflowTasks
+from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
@@ -88,6 +90,14 @@ from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, T
 from river_protocol.options import InsertOpts
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry
+from river_protocol.workflow import (
+    Backoff,
+    WaitTimeoutError,
+    Workflow,
+    WorkflowInsertResult,
+    wait_outcome,
+    workflow_wait_outcome,
+)
 
 log = logging.getLogger(__name__)
 # One line per run that does not complete (river_protocol.run_log); docs/guides/client.md, Logging.
@@ -411,8 +421,17 @@ class Client(ClientBase):
         """Insert args / ``InsertManyParams`` atomically; results follow the input order."""
         return await self._insert(tuple(items), tx)
 
+    async def insert_workflow(self, workflow: Workflow, *, tx: Any = None) -> WorkflowInsertResult:
+        """Insert ``workflow``'s tasks in one statement batch (all or none; ``tx`` as for
+        ``insert_many``). Tasks with deps wait in ``pending`` until their deps complete."""
+        workflow_id, tasks, plan = self._core.plan_workflow(workflow, type(self)._clock())
+        results = await self._insert_planned(plan, tx)
+        return WorkflowInsertResult(workflow_id, workflow.name, dict(zip(tasks, results, strict=True)))
+
     async def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
-        plan = self._core.plan_insert(items, type(self)._clock())
+        return await self._insert_planned(self._core.plan_insert(items, type(self)._clock()), tx)
+
+    async def _insert_planned(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if self._insert_middleware:
             return await self._insert_through_middleware(plan, tx)
         return await self._insert_plan(plan, tx)
@@ -437,6 +456,66 @@ class Client(ClientBase):
         # Our own producers hear about it at once, listener or not (§5.4).
         self._poke(plan.available_queues)
         return list(results[0])
+
+    # ---------------------------------------------------------------- waiting for results
+
+    async def wait_job(self, job: JobRow | InsertResult | int, *,
+                       timeout: timedelta | float | None = None) -> JobRow:
+        """The job's final row (with its recorded output) once it completes.
+
+        Raises ``WorkflowTaskFailedError`` when it ends discarded or cancelled, and
+        ``WaitTimeoutError`` (a ``TimeoutError``) when ``timeout`` (seconds or a timedelta;
+        None: no limit) passes first. This client's own completions wake the wait at once;
+        others are seen by a re-check on a bounded back-off (10 ms doubling to 1 s).
+        """
+        job_id = job_id_of(job)
+
+        async def read(db: AsyncDatabase) -> Any:
+            row = await db.run(GetJob(job_id), readonly=True)
+            return row, wait_outcome(row)
+
+        return await self._wait(read, {"job_id": job_id}, timeout, f"job {job_id}")  # type: ignore[no-any-return]
+
+    async def wait_workflow(self, workflow: WorkflowInsertResult | str, *,
+                            timeout: timedelta | float | None = None) -> tuple[JobRow, ...]:
+        """Every task's final row once all completed; ``WorkflowTaskFailedError`` once all are
+        final and some failed (``.jobs``: those); ``WaitTimeoutError`` as for ``wait_job``."""
+        workflow_id = workflow_id_of(workflow)
+
+        async def read(db: AsyncDatabase) -> Any:
+            rows = await db.run(ListWorkflowTasks(workflow_id), readonly=True)
+            if not rows:
+                raise JobNotFoundError(f"workflow {workflow_id} has no tasks")
+            return None, workflow_wait_outcome(rows)
+
+        return await self._wait(read, {"workflow_id": workflow_id}, timeout,  # type: ignore[no-any-return]
+                                f"workflow {workflow_id}")
+
+    async def _wait(self, read: Callable[[AsyncDatabase], Awaitable[Any]], watch: dict[str, Any],
+                    timeout: timedelta | float | None, what: str) -> Any:
+        seconds = timeout_seconds(timeout)
+        deadline = None if seconds is None else anyio.current_time() + seconds
+        db = await self._ensure_db()
+        backoff = Backoff()
+        while True:
+            woken = anyio.Event()
+            unwatch = self._waits.watch(woken.set, **watch)  # before the read: no wake-up is missed
+            try:
+                last, outcome = await read(db)
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                if outcome is not None:
+                    return outcome
+                pause = backoff.next()
+                if deadline is not None:
+                    left = deadline - anyio.current_time()
+                    if left <= 0:
+                        raise WaitTimeoutError(f"{what} was not final after {seconds} s", last)
+                    pause = min(pause, left)
+                with anyio.move_on_after(pause):
+                    await woken.wait()
+            finally:
+                unwatch()
 
     # ---------------------------------------------------------------- events
 
@@ -540,6 +619,11 @@ class Client(ClientBase):
             self._core.make_completer(), db, name="completer", on_output=self._on_completer_output
         )
         await nursery.start(self._completer.run)
+        self._promoter = MachineRunner(
+            self._core.make_workflow_promoter(), db, name="workflow-promoter",
+            on_output=self._on_promoter_output,
+        )
+        await nursery.start(self._promoter.run)
         producers = {**self._core.make_producers(), **self._pending_producers}
         self._pending_producers = {}
         for name, producer in producers.items():
@@ -629,6 +713,10 @@ class Client(ClientBase):
                     await self._runs_empty.wait()
                 self._completer.post(Stop())
                 await self._completer.done.wait()
+                if self._promoter is not None:  # after the completer: its last completions promote too
+                    self._promoter.post(Stop())
+                    self._promoter.finish()
+                    await self._promoter.done.wait()
             await self._leadership.stop()
         finally:
             self._finished.set()

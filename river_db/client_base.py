@@ -41,6 +41,7 @@ from river_db.job_runs import JobRun, RunTable
 from river_db.listen_probe import notifications_setting, warn_unavailable
 from river_db.notify_settings import PROBE_TIMEOUT
 from river_db.periodic_jobs import PeriodicJobs
+from river_db.waits import WaitRegistry
 from river_protocol.claim_filters import TagFilter
 from river_protocol.client_core import (
     ClientConfig,
@@ -57,6 +58,7 @@ from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.producer import JobFinished, ProducerOutput, TriggerFetch
+from river_protocol.machines.workflow_promoter import PromoterOutput, TasksFinalized, finalized_workflows
 from river_protocol.outcomes import Completed, Outcome
 from river_protocol.retry import RetryPolicy
 from river_protocol.run_log import JobLogLevels, RunLogLine, parse_job_log_levels
@@ -91,6 +93,7 @@ class ClientBase:
     _events: Any
     _producers: dict[str, Any]
     _completer: Any
+    _promoter: Any
 
     def __init__(
         self,
@@ -157,6 +160,8 @@ class ClientBase:
         self._runs = RunTable(self._log)
         self._producers = {}
         self._completer = None
+        self._promoter: Any = None  # the workflow promoter's runner, while the client works jobs
+        self._waits = WaitRegistry()  # wait_job / wait_workflow callers, woken by our own completions
         self._lifecycle = Lifecycle()
         self._hard_stop = False
         self.testing_claim_hook: ClaimHook | None = None  # TESTING ONLY: see ClaimHook
@@ -303,8 +308,22 @@ class ClientBase:
 
     def _on_completer_output(self, out: CompleterOutput) -> None:
         report_completer_output(out, self._events.publish_all, self._log)
+        if out.completions:
+            self._waits.finished(c.job for c in out.completions)
+        if out.completions and self._promoter is not None:
+            workflows = finalized_workflows(c.job for c in out.completions)
+            if workflows:
+                self._promoter.post(TasksFinalized(workflows))
         if out.stopped and self._completer is not None:
             self._completer.finish()
+
+    def _on_promoter_output(self, out: PromoterOutput) -> None:
+        if out.error is not None:
+            self._log.info("river: promoting workflow tasks failed (the leader's sweep will): %s", out.error)
+        if out.result is not None and out.result.cancelled:
+            cancelled = out.result.cancelled
+            self._waits.finished_ids((i for i, _ in cancelled), {w for _, w in cancelled})
+        self._poke(out.promoted_queues)
 
     def _post_own_control(self, payload: str, new_ack: Callable[[], Any]) -> list[tuple[Any, Any]]:
         """A control message this client sent (``client.jobs`` / ``client.queues``), posted to each

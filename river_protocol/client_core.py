@@ -45,6 +45,7 @@ from river_protocol.constants import (
     RESCUER_INTERVAL,
     SCHEDULER_INTERVAL,
     STUCK_THRESHOLD,
+    WORKFLOW_PROMOTER_INTERVAL,
 )
 from river_protocol.cron import Schedule
 from river_protocol.errors import ValidationError
@@ -73,6 +74,7 @@ from river_protocol.machines.producer import (
     Start,
 )
 from river_protocol.machines.throttle import InsertNotifyThrottle
+from river_protocol.machines.workflow_promoter import WorkflowPromoter
 from river_protocol.middleware import replace_insert_jobs
 from river_protocol.options import (
     InsertOpts,
@@ -95,6 +97,7 @@ from river_protocol.work import (
     plain_success_update,
 )
 from river_protocol.workers import WorkerEntry, Workers
+from river_protocol.workflow import Workflow, workflow_items
 
 # ---------------------------------------------------------------- configuration
 
@@ -142,6 +145,7 @@ class MaintenanceConfig:
     queue_retention: timedelta = QUEUE_RETENTION
     notification_cleaner_interval: timedelta = NOTIFICATION_CLEANER_INTERVAL
     notification_retention: timedelta = NOTIFICATION_RETENTION
+    workflow_promoter_interval: timedelta = WORKFLOW_PROMOTER_INTERVAL
     reindexer: bool = True
     reindexer_schedule: Schedule | str | None = None  # None: daily at 00:00 UTC
     reindexer_indexes: tuple[str, ...] = REINDEX_DEFAULT_INDEXES
@@ -155,7 +159,7 @@ class MaintenanceConfig:
             if isinstance(value, int) and value != -1:
                 raise ValidationError(f"{name}: the only integer accepted is -1 (keep forever), got {value}")
         for name in ("job_cleaner_interval", "rescuer_interval", "scheduler_interval",
-                     "queue_cleaner_interval", "notification_cleaner_interval"):
+                     "queue_cleaner_interval", "notification_cleaner_interval", "workflow_promoter_interval"):
             if getattr(self, name) <= timedelta(0):
                 raise ValidationError(f"{name} must be positive, got {getattr(self, name)}")
         if self.rescue_after is not None and self.rescue_after <= timedelta(0):
@@ -554,6 +558,8 @@ class ClientCore:
             mnt.job_scheduler(self._rng, throttle, interval=m.scheduler_interval, stagger=stagger),
             mnt.queue_cleaner(self._rng, m.queue_retention, interval=m.queue_cleaner_interval,
                               stagger=stagger),
+            mnt.workflow_promoter(self._rng, InsertNotifyThrottle(self.config.fetch_cooldown),
+                                  interval=m.workflow_promoter_interval, stagger=stagger),
         ]
         if self.config.dialect == "sqlite":
             services.append(mnt.notification_cleaner(
@@ -567,6 +573,10 @@ class ClientCore:
         for service in services:
             service.breaker = self._breakers.setdefault(service.name, service.breaker)
         return {service.name: service for service in services}
+
+    def make_workflow_promoter(self) -> WorkflowPromoter:
+        """The machine that promotes dependents right after this client's own completions."""
+        return WorkflowPromoter(self.config.fetch_cooldown)
 
     def make_periodic_enqueuer(
         self, definitions: tuple[periodic_machine.PeriodicJob, ...]
@@ -603,6 +613,19 @@ class ClientCore:
         notify = self._throttle.notify_for_insert(params, now)
         available = tuple(dict.fromkeys(p.queue for p in params if p.state is JobState.AVAILABLE))
         return InsertPlan(InsertJobs(jobs=params, nonce=nonce), notify, available)
+
+    def plan_workflow(self, wf: Workflow, now: datetime) -> tuple[str, tuple[str, ...], InsertPlan]:
+        """``wf`` validated into one insert: (its id, task names in insert order, the plan)."""
+        if not isinstance(wf, Workflow):
+            raise ValidationError(f"insert_workflow takes a Workflow, got {type(wf).__name__}")
+        workflow_id = wf.id or self.new_workflow_id(now)
+        items = workflow_items(wf, workflow_id)
+        plan = self.plan_insert([InsertManyParams(i.args, i.opts) for i in items], now)
+        return workflow_id, tuple(i.task for i in items), plan
+
+    def new_workflow_id(self, now: datetime) -> str:
+        """A fresh workflow id: the UTC time (so ids sort by creation) and 64 random bits."""
+        return f"{now.astimezone(UTC):%Y%m%dT%H%M%S}_{self._nonce()}"
 
     def _resolve(self, item: Any, now: datetime) -> InsertParams:
         args, opts = (item.args, item.opts) if isinstance(item, InsertManyParams) else (item, None)

@@ -571,3 +571,75 @@ class ApplyMigration(Intent):
     direction: str  # "up" | "down"
     sql: str
     transactional = True
+
+
+# ---------------------------------------------------------------- workflows (river_protocol.workflow)
+
+
+@dataclass(frozen=True, slots=True)
+class PromoteWorkflowTasks(Intent):
+    """Move pending workflow tasks on whose deps allow it (``river_protocol.workflow.decide``):
+    to ``available``, or to ``cancelled`` with the reason appended to ``errors``.
+
+    ``workflow_ids``: only those workflows' tasks (the completer's promotion after its
+    own completions); ``None``: every pending workflow task, ``limit`` of them with ids
+    above ``after_id`` (the leader's sweep, which pages on). Each update is guarded by
+    ``state = 'pending'``, so a task moves once whoever else promotes at the same time.
+    A cancellation can make its own dependents final: the plan repeats on the workflows
+    it cancelled tasks in until none is left to cancel. Result: ``PromotionResult``.
+    """
+
+    now: datetime
+    workflow_ids: tuple[str, ...] | None = None
+    limit: int = 1000
+    after_id: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PromotionResult:
+    examined: int  # pending tasks of the first read (a full page: the sweep continues)
+    last_id: int  # the highest id examined by the first read (0 when none)
+    promoted: tuple[tuple[int, str], ...] = ()  # (id, queue)
+    cancelled: tuple[tuple[int, str], ...] = ()  # (id, workflow id)
+
+
+@dataclass(frozen=True, slots=True)
+class ListWorkflowTasks(Intent):
+    """Every row of one workflow (its tasks by id), or, with ``tasks``, only those task names."""
+
+    workflow_id: str
+    tasks: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListWorkflows(Intent):
+    """Workflows by most recent first task, ``limit`` of them, with task counts by state
+    (result: ``list[river_protocol.workflow.WorkflowSummary]``). ``before_id``: page on
+    from the last id returned (ids sort by creation for generated ids)."""
+
+    limit: int = 100
+    before_created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CancelWorkflow(Intent):
+    """Cancel a workflow's tasks: pending, available, scheduled and retryable ones at once
+    (finalized now, reason in ``errors``), running ones get River's remote cancel
+    (``cancel_attempted_at`` in metadata, as the cancel API sets it). Result: the updated rows."""
+
+    workflow_id: str
+    cancel_attempted_at: bytes
+    error: bytes
+    now: datetime
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class RetryWorkflow(Intent):
+    """Retry the failed part of a workflow: its discarded tasks, and its cancelled tasks
+    that ran (attempt > 0), go back to ``available``; the tasks cancelled because of a
+    dep (never attempted) go back to ``pending`` for the promoter. Result: the updated rows."""
+
+    workflow_id: str
+    now: datetime
+    transactional = True

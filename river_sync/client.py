@@ -40,6 +40,7 @@ from river_db.deadline_buckets import EMPTIED as _EMPTIED
 from river_db.deadline_buckets import Bucket, DeadlineBuckets
 from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
+from river_db.waits import job_id_of, timeout_seconds, workflow_id_of
 from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
     EventKind,
@@ -48,8 +49,9 @@ from river_protocol.client_core import (
     MaintenanceConfig,
     QueueConfig,
 )
-from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import GetQueue, InsertParams, InsertResult
+from river_protocol.errors import JobNotFoundError, RiverError, ValidationError
+from river_protocol.intents import GetJob, GetQueue, InsertParams, InsertResult, ListWorkflowTasks
+from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
@@ -57,6 +59,14 @@ from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, T
 from river_protocol.machines.producer import JobFinished
 from river_protocol.options import InsertOpts
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
+from river_protocol.workflow import (
+    Backoff,
+    WaitTimeoutError,
+    Workflow,
+    WorkflowInsertResult,
+    wait_outcome,
+    workflow_wait_outcome,
+)
 from river_sync.admin import JobsAPI, QueuesAPI
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
@@ -304,9 +314,20 @@ class Client(ClientBase):
         """Insert args / ``InsertManyParams`` atomically; results follow the input order."""
         return self._insert(tuple(items), tx)
 
+    def insert_workflow(self, workflow: Workflow, *, tx: Any = None) -> WorkflowInsertResult:
+        """Insert ``workflow``'s tasks in one statement batch (all or none; ``tx`` as for
+        ``insert_many``). Tasks with deps wait in ``pending`` until their deps complete."""
+        with self._lock:
+            workflow_id, tasks, plan = self._core.plan_workflow(workflow, utcnow())
+        results = self._insert_planned(plan, tx)
+        return WorkflowInsertResult(workflow_id, workflow.name, dict(zip(tasks, results, strict=True)))
+
     def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
         with self._lock:
             plan = self._core.plan_insert(items, utcnow())
+        return self._insert_planned(plan, tx)
+
+    def _insert_planned(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if self._insert_middleware:
             return self._insert_through_middleware(plan, tx)
         return self._insert_plan(plan, tx)
@@ -335,6 +356,65 @@ class Client(ClientBase):
         # The Notify rides in the insert's transaction: announced only if it commits.
         results = [executor.run(intent) for intent in intents]
         return results[0]
+
+    # ---------------------------------------------------------------- waiting for results
+
+    def wait_job(self, job: JobRow | InsertResult | int, *,
+                 timeout: timedelta | float | None = None) -> JobRow:
+        """The job's final row (with its recorded output) once it completes.
+
+        Raises ``WorkflowTaskFailedError`` when it ends discarded or cancelled, and
+        ``WaitTimeoutError`` (a ``TimeoutError``) when ``timeout`` (seconds or a timedelta;
+        None: no limit) passes first. This client's own completions wake the wait at once;
+        others are seen by a re-check on a bounded back-off (10 ms doubling to 1 s).
+        """
+        job_id = job_id_of(job)
+
+        def read(db: Database) -> Any:
+            row = db.run(GetJob(job_id), readonly=True)
+            return row, wait_outcome(row)
+
+        return self._wait(read, {"job_id": job_id}, timeout, f"job {job_id}")  # type: ignore[no-any-return]
+
+    def wait_workflow(self, workflow: WorkflowInsertResult | str, *,
+                      timeout: timedelta | float | None = None) -> tuple[JobRow, ...]:
+        """Every task's final row once all completed; ``WorkflowTaskFailedError`` once all are
+        final and some failed (``.jobs``: those); ``WaitTimeoutError`` as for ``wait_job``."""
+        workflow_id = workflow_id_of(workflow)
+
+        def read(db: Database) -> Any:
+            rows = db.run(ListWorkflowTasks(workflow_id), readonly=True)
+            if not rows:
+                raise JobNotFoundError(f"workflow {workflow_id} has no tasks")
+            return None, workflow_wait_outcome(rows)
+
+        return self._wait(read, {"workflow_id": workflow_id}, timeout,  # type: ignore[no-any-return]
+                          f"workflow {workflow_id}")
+
+    def _wait(self, read: Callable[[Database], Any], watch: dict[str, Any],
+              timeout: timedelta | float | None, what: str) -> Any:
+        seconds = timeout_seconds(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        db = self._db
+        backoff = Backoff()
+        while True:
+            woken = threading.Event()
+            unwatch = self._waits.watch(woken.set, **watch)  # before the read: no wake-up is missed
+            try:
+                last, outcome = read(db)
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                if outcome is not None:
+                    return outcome
+                pause = backoff.next()
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise WaitTimeoutError(f"{what} was not final after {seconds} s", last)
+                    pause = min(pause, left)
+                woken.wait(pause)
+            finally:
+                unwatch()
 
     # ---------------------------------------------------------------- events
 
@@ -369,6 +449,11 @@ class Client(ClientBase):
             self._core.make_completer(), self._db, name="completer", on_output=self._on_completer_output
         )
         self._completer.start()
+        self._promoter = MachineRunner(
+            self._core.make_workflow_promoter(), self._db, name="workflow-promoter",
+            on_output=self._on_promoter_output,
+        )
+        self._promoter.start()
         for name, producer in self._core.make_producers().items():
             self._producers[name] = MachineRunner(
                 producer, self._db, name=f"producer-{name}",
@@ -445,6 +530,8 @@ class Client(ClientBase):
                 if self._completer is not None:
                     self._completer.post(Stop())
                     self._completer.done.wait()
+                if self._promoter is not None:  # after the completer: its last completions promote too
+                    self._promoter.post(Stop())
             self._teardown()
 
     def _wait_producers(self, timeout: float | None) -> bool:
@@ -468,6 +555,9 @@ class Client(ClientBase):
         if self._completer is not None:
             self._completer.finish()
             self._completer.join()
+        if self._promoter is not None:
+            self._promoter.finish()
+            self._promoter.join()
         if self._watchdog is not None:
             self._watchdog.stop()
         self._job_threads.stop()

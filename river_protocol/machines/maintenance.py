@@ -26,6 +26,8 @@ from river_protocol.intents import (
     IndexExists,
     Intent,
     ListReindexArtifacts,
+    PromoteWorkflowTasks,
+    PromotionResult,
     Reindex,
     RescueJobs,
     RescueUpdate,
@@ -522,6 +524,36 @@ class RescuerJob:
         return Step(full=self._page_full)
 
 
+# ---------------------------------------------------------------- workflow promoter (ours, not River's)
+
+
+class WorkflowPromoterJob:
+    """Sweeps every pending workflow task (``PromoteWorkflowTasks`` without workflow ids), a
+    page of ``batch_size`` at a time: dependents of tasks finalized by anyone (a Go worker,
+    a client that crashed before promoting, an operator) move on within one interval."""
+
+    batched = True
+
+    def __init__(self, throttle: InsertNotifyThrottle | None = None) -> None:
+        self.throttle = throttle
+        self._after_id = 0
+
+    def begin(self, now: datetime) -> None:
+        self._after_id = 0
+
+    def first(self, now: datetime, batch_size: int) -> Intent | None:
+        return PromoteWorkflowTasks(now=now, limit=batch_size, after_id=self._after_id)
+
+    def on_result(self, intent: Intent, result: Any, now: datetime, batch_size: int) -> Step:
+        done: PromotionResult = result
+        self._after_id = max(self._after_id, done.last_id)
+        side: tuple[Intent, ...] = ()
+        if self.throttle is not None and done.promoted:
+            notify = self.throttle.notify_for_queues((q for _, q in done.promoted), now)
+            side = (notify,) if notify is not None else ()
+        return Step(side=side, full=done.examined >= batch_size)
+
+
 # ---------------------------------------------------------------- constructors with River's defaults
 
 
@@ -556,6 +588,13 @@ def notification_cleaner(rng: Rng, retention: timedelta = C.NOTIFICATION_RETENTI
                          stagger: bool = True) -> MaintenanceService:
     return MaintenanceService("sqlite_notification_cleaner", NotificationCleanerJob(retention), rng,
                               interval=interval, stagger=stagger)
+
+
+def workflow_promoter(rng: Rng, throttle: InsertNotifyThrottle | None = None,
+                      interval: timedelta = C.WORKFLOW_PROMOTER_INTERVAL, *,
+                      stagger: bool = True) -> MaintenanceService:
+    return MaintenanceService("workflow_promoter", WorkflowPromoterJob(throttle), rng, interval=interval,
+                              stagger=stagger)
 
 
 def reindexer(rng: Rng, indexes: Sequence[str] = C.REINDEX_DEFAULT_INDEXES,

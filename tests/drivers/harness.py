@@ -444,6 +444,15 @@ class AsyncClientFace:
     def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> Any:
         return self._harness.run(self.raw.insert_many, list(items), tx=tx)
 
+    def insert_workflow(self, workflow: Any, *, tx: Any = None) -> Any:
+        return self._harness.run(self.raw.insert_workflow, workflow, tx=tx)
+
+    def wait_job(self, job: Any, *, timeout: Any = None) -> Any:
+        return self._harness.run(self.raw.wait_job, job, timeout=timeout)
+
+    def wait_workflow(self, workflow: Any, *, timeout: Any = None) -> Any:
+        return self._harness.run(self.raw.wait_workflow, workflow, timeout=timeout)
+
     def subscribe(self, kinds: Iterable[Any] | None = None, maxsize: int = 1000) -> AsyncSubscriptionFace:
         return AsyncSubscriptionFace(self._harness, self._harness.run(self.raw.subscribe, kinds, maxsize))
 

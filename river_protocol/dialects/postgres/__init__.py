@@ -33,6 +33,7 @@ class PostgresDialect(Dialect):
         "river_protocol.dialects.postgres.notifications",
         "river_protocol.dialects.postgres.admin",
         "river_protocol.dialects.postgres.migrations",
+        "river_protocol.dialects.postgres.workflows",
     )
 
     def __init__(self, schema: str | None = None) -> None:

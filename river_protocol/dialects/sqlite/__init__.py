@@ -28,6 +28,7 @@ class SQLiteDialect(Dialect):
         "river_protocol.dialects.sqlite.notifications",
         "river_protocol.dialects.sqlite.admin",
         "river_protocol.dialects.sqlite.migrations",
+        "river_protocol.dialects.sqlite.workflows",
     )
 
     def __init__(self, schema: str | None = None) -> None:

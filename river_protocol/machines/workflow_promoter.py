@@ -1,0 +1,138 @@
+"""The completer's promoter: right after this client recorded the end of workflow
+tasks, move on their dependents (``PromoteWorkflowTasks`` for those workflows).
+
+One promotion runs at a time; workflows finalized meanwhile wait in a set and
+go together in the next one, so a burst of completions costs a few promotions,
+not one each. A failed promotion is not retried here: the leader's sweep
+(``WorkflowPromoterJob``) promotes whatever any client, Go included, finalized.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from river_protocol.constants import FETCH_COOLDOWN_DEFAULT
+from river_protocol.intents import Intent, Notify, PromoteWorkflowTasks, PromotionResult
+from river_protocol.job import JobRow
+from river_protocol.machines.base import (
+    Batches,
+    Event,
+    IntentFailed,
+    IntentSucceeded,
+    Machine,
+    Output,
+    Stop,
+    Table,
+    Tick,
+    to,
+)
+from river_protocol.machines.throttle import InsertNotifyThrottle
+from river_protocol.workflow import WORKFLOW_ID
+
+PROMOTION_TIMEOUT = timedelta(seconds=30)
+
+
+def finalized_workflows(jobs: Iterable[JobRow]) -> tuple[str, ...]:
+    """The workflows of the finalized rows among ``jobs`` (first-seen order, once each)."""
+    seen: dict[str, None] = {}
+    for job in jobs:
+        if job.state.finalized:
+            wid = job.metadata.get(WORKFLOW_ID)
+            if isinstance(wid, str):
+                seen[wid] = None
+    return tuple(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class TasksFinalized(Event):
+    workflow_ids: tuple[str, ...]
+
+
+def _merge(events: tuple[Any, ...]) -> TasksFinalized:
+    return TasksFinalized(tuple(dict.fromkeys(w for e in events for w in e.workflow_ids)))
+
+
+class PromoterState(enum.Enum):
+    IDLE = "idle"
+    BUSY = "busy"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True)
+class PromoterOutput(Output):
+    promoted_queues: tuple[str, ...] = ()  # queues that got available tasks: poke their producers
+    result: PromotionResult | None = None
+    error: BaseException | None = None
+
+
+_S = PromoterState
+_OK, _FAIL = IntentSucceeded, IntentFailed
+
+
+class WorkflowPromoter(Machine):
+    INITIAL: ClassVar[PromoterState] = _S.IDLE
+    BATCHES: ClassVar[Batches] = {TasksFinalized: _merge}
+    state: PromoterState
+
+    TABLE: ClassVar[Table] = {
+        (_S.IDLE, TasksFinalized): to(_S.IDLE, _S.BUSY, via="_on_finalized"),
+        (_S.BUSY, TasksFinalized): to(_S.BUSY, via="_on_finalized"),
+        (_S.BUSY, (_OK, PromoteWorkflowTasks)): to(_S.IDLE, _S.BUSY, via="_on_result"),
+        (_S.BUSY, (_FAIL, PromoteWorkflowTasks)): to(_S.IDLE, _S.BUSY, via="_on_result"),
+        **{(s, (r, Notify)): to(s, via="_ignore") for s in _S for r in (_OK, _FAIL)},
+        **{(s, (r, PromoteWorkflowTasks)): to(s, via="_ignore") for s in (_S.IDLE, _S.STOPPED)
+           for r in (_OK, _FAIL)},
+        **{(s, Tick): to(s, via="_ignore") for s in _S},
+        **{(s, Stop): to(_S.STOPPED, via="_on_stop") for s in _S},
+        (_S.STOPPED, TasksFinalized): to(_S.STOPPED, via="_ignore"),
+    }
+
+    def __init__(self, cooldown: timedelta = FETCH_COOLDOWN_DEFAULT) -> None:
+        super().__init__()
+        self._waiting: dict[str, None] = {}
+        self._throttle = InsertNotifyThrottle(cooldown)
+        self._queues: tuple[str, ...] = ()
+        self._result: PromotionResult | None = None
+        self._error: BaseException | None = None
+
+    def handle(self, event: Event, now: datetime) -> PromoterOutput:
+        out: PromoterOutput = super().handle(event, now)
+        return out
+
+    def _output(self, intents: tuple[Intent, ...], deadline: datetime | None) -> PromoterOutput:
+        out = PromoterOutput(intents, deadline, self._queues, self._result, self._error)
+        self._queues, self._result, self._error = (), None, None
+        return out
+
+    def _on_finalized(self, event: TasksFinalized, now: datetime) -> None:
+        self._waiting.update(dict.fromkeys(event.workflow_ids))
+        if self._flight_of(PromoteWorkflowTasks) is None:  # else it goes with the next promotion
+            self._send(now)
+
+    def _send(self, now: datetime) -> None:
+        if not self._waiting:
+            self._enter(_S.IDLE)
+            return
+        ids, self._waiting = tuple(self._waiting), {}
+        self._enter(_S.BUSY)
+        self._emit(PromoteWorkflowTasks(now=now, workflow_ids=ids), PROMOTION_TIMEOUT)
+
+    def _on_result(self, event: IntentSucceeded | IntentFailed, now: datetime) -> None:
+        if isinstance(event, IntentFailed):
+            self._error = event.error
+        else:
+            result: PromotionResult = event.result
+            self._result = result
+            queues = tuple(dict.fromkeys(q for _, q in result.promoted))
+            self._queues = queues
+            notify = self._throttle.notify_for_queues(queues, now)
+            if notify is not None:
+                self._emit(notify, PROMOTION_TIMEOUT)
+        self._send(now)
+
+    def _on_stop(self, event: Stop, now: datetime) -> None:
+        self._waiting = {}

@@ -1,0 +1,182 @@
+"""Workflows on every client and both databases: insert, promotion in order, failure
+cascades, outputs, waits, the leader's sweep after a Go-style completion, management."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Any, ClassVar
+
+import pytest
+from harness import WAIT, Harness  # type: ignore[import-not-found]
+from leader_support import wait_until  # type: ignore[import-not-found]
+
+from behaviour.support import fast_client, leader_client, row
+from river_protocol.intents import ListWorkflowTasks
+from river_protocol.workflow import (
+    DEPS,
+    TASK,
+    WORKFLOW_ID,
+    WORKFLOW_NAME,
+    WaitTimeoutError,
+    Workflow,
+    WorkflowTaskFailedError,
+)
+from river_sync import Database, InsertOpts, JobDiscard, JobState
+
+
+@dataclasses.dataclass
+class Step:
+    kind: ClassVar[str] = "wf_step"
+    name: str = ""
+    fail: bool = False
+
+
+def _rows(url: str, workflow_id: str) -> dict[str, Any]:
+    with Database.from_url(url) as db:
+        jobs = db.run(ListWorkflowTasks(workflow_id), readonly=True)
+    return {j.metadata[TASK]: j for j in jobs}
+
+
+def _recorder(h: Harness, order: list[str], lock: threading.Lock) -> Any:
+    def work(ctx: Any, args: Step) -> Any:
+        with lock:
+            order.append(args.name)
+        if args.fail:
+            return JobDiscard("asked to fail")
+        ctx.record_output({"name": args.name})
+        return None
+
+    return h.workers(work, Step)
+
+
+def _album(wf: Workflow, *, fail_thumb: bool = False) -> None:
+    thumbs = [wf.add(f"thumb_{i}", Step(f"thumb_{i}", fail=fail_thumb and i == 1)) for i in range(3)]
+    album = wf.add("album", Step("album"), deps=thumbs)
+    wf.add("email", Step("email"), deps=[album], opts=InsertOpts(max_attempts=3))
+
+
+def test_insert_workflow_rows(h: Harness, client_db_url: str) -> None:
+    wf = Workflow(name="album")
+    _album(wf)
+    with h.client(client_db_url) as client:
+        inserted = client.insert_workflow(wf)
+    rows = _rows(client_db_url, inserted.id)
+    assert set(rows) == {"thumb_0", "thumb_1", "thumb_2", "album", "email"}
+    assert all(rows[f"thumb_{i}"].state is JobState.AVAILABLE for i in range(3))
+    assert rows["album"].state is JobState.PENDING and rows["email"].state is JobState.PENDING
+    assert rows["album"].metadata[DEPS] == ["thumb_0", "thumb_1", "thumb_2"]
+    assert rows["email"].max_attempts == 3
+    assert {rows["album"].metadata[k] for k in (WORKFLOW_ID, WORKFLOW_NAME)} == {inserted.id, "album"}
+    # River Pro's keys are never written.
+    assert not {"workflow_id", "task", "deps", "workflow_name"} & set(rows["album"].metadata)
+    assert inserted.job("album").id == rows["album"].id
+
+
+def test_validation_inserts_nothing(h: Harness, client_db_url: str) -> None:
+    wf = Workflow(name="bad")
+    wf.add("a", Step("a"), deps=["b"])
+    wf.add("b", Step("b"), deps=["a"])
+    with h.client(client_db_url) as client:
+        with pytest.raises(ValueError, match="cycle"):
+            client.insert_workflow(wf)
+        unknown = Workflow(name="unknown")
+        unknown.add("a", Step("a"), deps=["nope"])
+        with pytest.raises(ValueError, match="unknown task 'nope'"):
+            client.insert_workflow(unknown)
+        assert not client.jobs.list().jobs
+
+
+def test_workflow_runs_in_dependency_order_and_waits(h: Harness, client_db_url: str) -> None:
+    order: list[str] = []
+    lock = threading.Lock()
+    wf = Workflow(name="album")
+    _album(wf)
+    client = fast_client(h, client_db_url, _recorder(h, order, lock))
+    with client:
+        inserted = client.insert_workflow(wf)
+        final = client.wait_workflow(inserted.id, timeout=WAIT)
+        email = client.wait_job(inserted.job("email"), timeout=WAIT)
+    assert {j.state for j in final} == {JobState.COMPLETED}
+    assert email.state is JobState.COMPLETED and email.metadata["output"] == {"name": "email"}
+    assert order.index("album") > max(order.index(f"thumb_{i}") for i in range(3))
+    assert order.index("email") > order.index("album") and len(order) == 5
+
+
+def test_discarded_dep_cancels_dependents_unless_ignored(h: Harness, client_db_url: str) -> None:
+    order: list[str] = []
+    lock = threading.Lock()
+    wf = Workflow(name="album")
+    _album(wf, fail_thumb=True)
+    wf.add("cleanup", Step("cleanup"), deps=["thumb_1"], ignore_discarded_deps=True)
+    client = fast_client(h, client_db_url, _recorder(h, order, lock))
+    with client:
+        inserted = client.insert_workflow(wf)
+        with pytest.raises(WorkflowTaskFailedError) as failed:
+            client.wait_workflow(inserted.id, timeout=WAIT)
+        with pytest.raises(WorkflowTaskFailedError):
+            client.wait_job(inserted.job("email").id, timeout=WAIT)
+    rows = _rows(client_db_url, inserted.id)
+    assert rows["thumb_1"].state is JobState.DISCARDED
+    assert rows["album"].state is JobState.CANCELLED and rows["email"].state is JobState.CANCELLED
+    assert "'thumb_1' was discarded" in rows["album"].errors[-1].error
+    assert "'album' was cancelled" in rows["email"].errors[-1].error
+    assert rows["cleanup"].state is JobState.COMPLETED
+    assert "album" not in order and "email" not in order
+    assert {j.metadata[TASK] for j in failed.value.jobs} == {"thumb_1", "album", "email"}
+
+
+def test_wait_times_out_with_a_typed_error(h: Harness, client_db_url: str) -> None:
+    with h.client(client_db_url) as client:
+        inserted = client.insert(Step("never worked"))
+        with pytest.raises(WaitTimeoutError) as timed_out:
+            client.wait_job(inserted.job.id, timeout=0.05)
+    assert timed_out.value.job is not None and timed_out.value.job.state is JobState.AVAILABLE
+
+
+def test_leader_sweep_promotes_after_a_go_style_completion(h: Harness, client_db_url: str) -> None:
+    """A dep completed by a plain UPDATE (as a Go client's completer writes it, no promotion of
+    ours): the leader's sweep makes its dependent available, and it runs."""
+    order: list[str] = []
+    lock = threading.Lock()
+    wf = Workflow(name="go")
+    wf.add("go_part", Step("go_part"), opts=InsertOpts(queue="go_only"))
+    wf.add("after", Step("after"), deps=["go_part"])
+    client = leader_client(h, client_db_url, _recorder(h, order, lock))
+    with client:
+        inserted = client.insert_workflow(wf)
+        go_id = inserted.job("go_part").id
+        with Database.from_url(client_db_url) as db, db.executor() as ex:
+            sql = ("UPDATE river_job SET state = 'completed', attempt = 1, attempted_at = now(), "
+                   "finalized_at = now() WHERE id = %s") if db.dialect.name == "postgres" else (
+                   "UPDATE river_job SET state = 'completed', attempt = 1, "
+                   "attempted_at = datetime('now', 'subsec'), finalized_at = datetime('now', 'subsec') "
+                   "WHERE id = ?")
+            ex.conn.execute(sql, (go_id,))
+            if db.dialect.name == "postgres" or getattr(ex.conn, "in_transaction", False):
+                ex.conn.commit()
+        after = client.wait_job(inserted.job("after"), timeout=WAIT)
+    assert after.state is JobState.COMPLETED and order == ["after"]
+    assert row(client_db_url, go_id).state is JobState.COMPLETED
+
+
+def test_insert_workflow_in_a_rolled_back_transaction_leaves_nothing(h: Harness, client_db_url: str) -> None:
+    wf = Workflow(name="tx")
+    _album(wf)
+    with h.client(client_db_url) as client:
+        with pytest.raises(RuntimeError, match="roll back"), h.transaction(client) as tx:
+            client.insert_workflow(wf, tx=tx)
+            raise RuntimeError("roll back")
+        assert not client.jobs.list().jobs
+
+
+def test_workflow_wait_is_shared_and_wakes_on_own_completions(h: Harness, client_db_url: str) -> None:
+    """Several waits at once in one process: each returns its own job's final row."""
+    order: list[str] = []
+    lock = threading.Lock()
+    client = fast_client(h, client_db_url, _recorder(h, order, lock))
+    with client:
+        ids = [client.insert(Step(f"j{i}")).job.id for i in range(5)]
+        rows = [client.wait_job(i, timeout=WAIT) for i in ids]
+    assert [r.id for r in rows] == ids and {r.state for r in rows} == {JobState.COMPLETED}
+    assert wait_until(lambda: len(order) == 5, "five jobs worked")

@@ -1,0 +1,325 @@
+"""Workflows' pure core: the builder and its validation, insert items, the promotion rule,
+the promotion plan, the completer's promoter machine and the leader's sweep."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import pytest
+
+from river_protocol.client_core import ClientConfig, ClientCore
+from river_protocol.dialects.workflow_plans import pending_task, promotion_plan
+from river_protocol.errors import ValidationError
+from river_protocol.intents import Notify, PromoteWorkflowTasks, PromotionResult, Statement
+from river_protocol.job import AttemptError, JobRow
+from river_protocol.machines.base import IntentFailed, IntentSucceeded, Stop
+from river_protocol.machines.maintenance import WorkflowPromoterJob, workflow_promoter
+from river_protocol.machines.throttle import InsertNotifyThrottle
+from river_protocol.machines.workflow_promoter import (
+    PromoterState,
+    TasksFinalized,
+    WorkflowPromoter,
+    finalized_workflows,
+)
+from river_protocol.options import InsertOpts
+from river_protocol.states import JobState
+from river_protocol.workflow import (
+    DEPS,
+    IGNORE_CANCELLED_DEPS,
+    TASK,
+    WORKFLOW_ID,
+    WORKFLOW_NAME,
+    Backoff,
+    CancelDependent,
+    PendingTask,
+    Promote,
+    TaskRef,
+    WaitTimeoutError,
+    Workflow,
+    WorkflowInsertResult,
+    WorkflowSummary,
+    WorkflowTaskFailedError,
+    decide,
+    task_info,
+    topological_order,
+    validate_workflow_id,
+    wait_outcome,
+    workflow_items,
+    workflow_wait_outcome,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclasses.dataclass
+class Args:
+    kind: ClassVar[str] = "wf_args"
+    n: int = 0
+
+
+# ---------------------------------------------------------------- builder
+
+
+def test_add_returns_refs_and_refuses_duplicates_and_foreign_refs() -> None:
+    wf = Workflow(name="w")
+    a = wf.add("a", Args(1))
+    assert a == TaskRef("a")
+    with pytest.raises(ValidationError, match="already has a task named 'a'"):
+        wf.add("a", Args(2))
+    other = Workflow(name="other").add("x", Args())
+    with pytest.raises(ValidationError, match="belongs to another workflow"):
+        wf.add("b", Args(), deps=[other])
+    with pytest.raises(ValidationError, match="cannot depend on itself"):
+        wf.add("c", Args(), deps=["c"])
+    with pytest.raises(ValidationError, match="non-empty string"):
+        wf.add("", Args())
+    with pytest.raises(ValidationError, match="pending=True"):
+        wf.add("d", Args(), opts=InsertOpts(pending=True))
+    with pytest.raises(ValidationError, match="a TaskRef or a task name"):
+        wf.add("e", Args(), deps=[3])  # type: ignore[list-item]
+    assert [t.name for t in wf.tasks] == ["a"] and len(wf) == 1
+
+
+def test_validate_finds_unknown_deps_cycles_and_empty_workflows() -> None:
+    with pytest.raises(ValidationError, match="no tasks"):
+        Workflow(name="empty").validate()
+    wf = Workflow()
+    wf.add("a", Args(), deps=["missing"])
+    with pytest.raises(ValidationError, match="unknown task 'missing'"):
+        wf.validate()
+    cyc = Workflow()
+    cyc.add("a", Args(), deps=["c"])
+    cyc.add("b", Args(), deps=["a"])
+    cyc.add("c", Args(), deps=["b"])
+    cyc.add("free", Args())
+    with pytest.raises(ValidationError, match=r"cycle among tasks \['a', 'b', 'c'\]"):
+        cyc.validate()
+
+
+def test_order_puts_deps_first_and_keeps_add_order() -> None:
+    wf = Workflow()
+    wf.add("late", Args(), deps=["early", "mid"])  # forward references by name
+    wf.add("early", Args())
+    wf.add("mid", Args(), deps="early")
+    assert [t.name for t in wf.validate()] == ["early", "mid", "late"]
+    assert [t.name for t in topological_order({t.name: t for t in wf.tasks})] == ["early", "mid", "late"]
+
+
+def test_existing_names_count_as_deps_of_a_growing_workflow() -> None:
+    grow = Workflow(name="w", id="wid", existing={"root"})
+    grow.add("part", Args(), deps=["root"])
+    with pytest.raises(ValidationError, match="already has a task named 'root'"):
+        grow.add("root", Args())
+    (item,) = workflow_items(grow, "wid")
+    assert item.opts.pending and item.opts.metadata == {
+        WORKFLOW_ID: "wid", TASK: "part", WORKFLOW_NAME: "w", DEPS: ["root"]}
+
+
+def test_items_carry_our_metadata_keys_and_the_task_options() -> None:
+    wf = Workflow(name="album")
+    thumbs = [wf.add(f"t{i}", Args(i)) for i in range(2)]
+    wf.add("album", Args(), deps=thumbs, opts=InsertOpts(queue="q", priority=2, tags=("x_y",),
+                                                        metadata={"mine": 1}),
+           ignore_cancelled_deps=True)
+    items = {i.task: i for i in workflow_items(wf, "w-1")}
+    assert not items["t0"].opts.pending and items["album"].opts.pending
+    meta = items["album"].opts.metadata
+    assert meta == {"mine": 1, WORKFLOW_ID: "w-1", TASK: "album", WORKFLOW_NAME: "album",
+                    DEPS: ["t0", "t1"], IGNORE_CANCELLED_DEPS: True}
+    assert (items["album"].opts.queue, items["album"].opts.priority) == ("q", 2)
+    assert all(not k.startswith("river:") and k not in ("workflow_id", "task", "deps") for k in meta)
+
+
+def test_user_metadata_may_not_use_our_prefix() -> None:
+    wf = Workflow()
+    wf.add("a", Args(), opts=InsertOpts(metadata=b'{"river_py:task": "spoof"}'))
+    with pytest.raises(ValidationError, match="reserved for workflows"):
+        workflow_items(wf, "w")
+
+
+def test_workflow_ids_are_checked() -> None:
+    assert validate_workflow_id("2026_abc-1:x.y") == "2026_abc-1:x.y"
+    for bad in ("", "a b", "x" * 101, 5):
+        with pytest.raises(ValidationError, match="workflow id"):
+            validate_workflow_id(bad)
+    with pytest.raises(ValidationError):
+        Workflow(id="no spaces")
+    with pytest.raises(ValidationError, match="workflow name must be a string"):
+        Workflow(name=3)  # type: ignore[arg-type]
+
+
+def test_client_core_plans_one_insert_with_pending_dependents() -> None:
+    core = ClientCore(ClientConfig(client_id="c", dialect="sqlite"), None, random.Random(7))
+    wf = Workflow(name="w")
+    wf.add("b", Args(), deps=["a"])
+    wf.add("a", Args())
+    workflow_id, tasks, plan = core.plan_workflow(wf, T0)
+    assert workflow_id.startswith("20260101T000000_") and len(workflow_id) == 32
+    assert tasks == ("a", "b")
+    assert [j.state for j in plan.insert.jobs] == [JobState.AVAILABLE, JobState.PENDING]
+    assert plan.available_queues == ("default",)
+    fixed = Workflow(name="w", id="mine")
+    fixed.add("only", Args())
+    assert core.plan_workflow(fixed, T0)[0] == "mine"
+    with pytest.raises(ValidationError, match="takes a Workflow"):
+        core.plan_workflow("nope", T0)  # type: ignore[arg-type]
+
+
+def test_task_info_reads_metadata_and_ignores_others() -> None:
+    info = task_info({WORKFLOW_ID: "w", TASK: "t", DEPS: ["a"], IGNORE_CANCELLED_DEPS: True})
+    assert info is not None and info.deps == ("a",) and info.ignore_cancelled_deps
+    assert not info.ignore_discarded_deps
+    assert task_info({"workflow_id": "w", "task": "t"}) is None  # River Pro's keys are not ours
+    assert task_info({WORKFLOW_ID: "w", TASK: "t", DEPS: "bad"}).deps == ()  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------- the rule
+
+
+def pending(deps: dict[str, JobState | None], **flags: Any) -> PendingTask:
+    states = {k: v for k, v in deps.items() if v is not None}
+    return PendingTask.from_states(1, "w", "t", list(deps), states, **flags)
+
+
+C, X, D, R = JobState.COMPLETED, JobState.CANCELLED, JobState.DISCARDED, JobState.RUNNING
+
+
+@pytest.mark.parametrize(("deps", "flags", "expected"), [
+    ({"a": C, "b": C}, {}, Promote(1)),
+    ({"a": C, "b": R}, {}, None),
+    ({"a": C, "b": None}, {}, None),  # no row (yet): wait
+    ({"a": D, "b": R}, {}, "'a' was discarded"),  # cancelled at once, not after b
+    ({"a": X, "b": C}, {}, "'a' was cancelled"),
+    ({"a": X, "b": C}, {"ignore_cancelled_deps": True}, Promote(1)),
+    ({"a": D, "b": C}, {"ignore_cancelled_deps": True}, "'a' was discarded"),
+    ({"a": D, "b": R}, {"ignore_discarded_deps": True}, None),
+    ({"a": D, "b": X}, {"ignore_discarded_deps": True, "ignore_cancelled_deps": True}, Promote(1)),
+])
+def test_decide(deps: dict[str, Any], flags: dict[str, bool], expected: Any) -> None:
+    decision = decide(pending(deps, **flags))
+    if isinstance(expected, str):
+        assert isinstance(decision, CancelDependent) and expected in decision.reason
+        assert decision.reason.startswith("workflow dependency")
+    else:
+        assert decision == expected
+
+
+def test_wait_outcomes() -> None:
+    done = JobRow(id=1, kind="k", encoded_args=b"{}", state=JobState.COMPLETED)
+    assert wait_outcome(done) is done
+    assert wait_outcome(dataclasses.replace(done, state=JobState.RUNNING)) is None
+    failed = dataclasses.replace(done, state=JobState.DISCARDED, errors=(AttemptError(T0, 1, "boom"),))
+    error = wait_outcome(failed)
+    assert isinstance(error, WorkflowTaskFailedError) and error.job is failed
+    assert "was discarded: boom" in str(error)
+    tasks = [dataclasses.replace(done, id=i, metadata={WORKFLOW_ID: "w", TASK: f"t{i}"}) for i in range(3)]
+    assert workflow_wait_outcome(tasks) == tuple(tasks)
+    assert workflow_wait_outcome([]) is None
+    assert workflow_wait_outcome([*tasks, dataclasses.replace(done, state=JobState.PENDING)]) is None
+    mixed = workflow_wait_outcome([*tasks[:2], dataclasses.replace(tasks[2], state=JobState.CANCELLED)])
+    assert isinstance(mixed, WorkflowTaskFailedError) and "'t2' cancelled" in str(mixed)
+    assert issubclass(WaitTimeoutError, TimeoutError)
+
+
+def test_backoff_is_bounded() -> None:
+    b = Backoff(first=0.01, cap=0.05)
+    assert [b.next() for _ in range(5)] == [0.01, 0.02, 0.04, 0.05, 0.05]
+    b.reset()
+    assert b.next() == 0.01
+
+
+def test_summary_state_and_insert_result() -> None:
+    running = WorkflowSummary("w", "n", {JobState.COMPLETED: 2, JobState.PENDING: 1})
+    assert running.state == "running" and running.total == 3
+    assert WorkflowSummary("w", "n", {JobState.COMPLETED: 2, JobState.CANCELLED: 1}).state == "failed"
+    assert WorkflowSummary("w", "n", {JobState.COMPLETED: 2}).state == "completed"
+    result = WorkflowInsertResult("w", "n", {})
+    with pytest.raises(ValidationError, match="no task 'x'"):
+        result.job("x")
+
+
+# ---------------------------------------------------------------- the plan (SQL stubbed by markers)
+
+
+def _marker(kind: str, *params: Any) -> Statement:
+    return Statement(kind, params)
+
+
+def test_promotion_plan_promotes_cancels_and_follows_the_cascade() -> None:
+    intent = PromoteWorkflowTasks(now=T0, workflow_ids=("w",))
+    plan = promotion_plan(intent, lambda ids, after, limit: _marker("select", ids, after, limit),
+                          lambda ids: _marker("promote", ids), lambda downs: _marker("cancel", downs))
+    first = next(plan)
+    assert first.sql == "select" and first.params == (("w",), 0, 1000)
+    row = ("w", "t", 0, '["a"]', False, False)
+    step = plan.send([(5, *row, 1, "[]", "[]"), (6, "w", "u", 0, '["b"]', False, False, 0, "[]", '["b"]')])
+    assert step.sql == "promote" and step.params == ([5],)
+    step = plan.send([(5, "q1")])
+    assert step.sql == "cancel" and [c.id for c in step.params[0]] == [6]
+    step = plan.send([(6, "w")])
+    assert step.sql == "select" and step.params == (("w",), 0, 10_000)  # the cascade's re-read
+    with pytest.raises(StopIteration) as done:
+        plan.send([])
+    assert done.value.value == PromotionResult(2, 6, ((5, "q1"),), ((6, "w"),))
+
+
+def test_pending_task_reads_a_row_leniently() -> None:
+    task = pending_task((1, "w", "t", 2, '["a", 3]', 1, 0, None, None, "{}"))
+    assert task.deps == ("a",) and task.attempt == 2 and task.completed == 0
+    assert task.ignore_cancelled_deps and not task.discarded
+
+
+# ---------------------------------------------------------------- machines
+
+
+def test_finalized_workflows_picks_final_workflow_rows() -> None:
+    def job(i: int, state: JobState, wid: str | None) -> JobRow:
+        return JobRow(id=i, kind="k", encoded_args=b"{}", state=state, metadata={WORKFLOW_ID: wid} if wid else {})
+
+    rows = [job(1, JobState.COMPLETED, "a"), job(2, JobState.RETRYABLE, "b"), job(3, JobState.DISCARDED, "c"),
+            job(4, JobState.COMPLETED, None), job(5, JobState.CANCELLED, "a")]
+    assert finalized_workflows(rows) == ("a", "c")
+
+
+def test_promoter_runs_one_promotion_at_a_time_and_batches_the_rest() -> None:
+    m = WorkflowPromoter(timedelta(milliseconds=100))
+    out = m.handle(TasksFinalized(("a",)), T0)
+    (first,) = out.intents
+    assert isinstance(first, PromoteWorkflowTasks) and first.workflow_ids == ("a",)
+    assert m.state is PromoterState.BUSY
+    assert m.handle(TasksFinalized(("b",)), T0).intents == ()
+    assert m.handle(TasksFinalized(("c", "b")), T0).intents == ()
+    out = m.handle(IntentSucceeded(first, PromotionResult(1, 1, ((1, "q"),), ())), T0)
+    notify, second = out.intents
+    assert isinstance(notify, Notify) and out.promoted_queues == ("q",)
+    assert isinstance(second, PromoteWorkflowTasks) and second.workflow_ids == ("b", "c")
+    out = m.handle(IntentFailed(second, RuntimeError("down")), T0)
+    assert out.intents == () and isinstance(out.error, RuntimeError) and m.state is PromoterState.IDLE
+    assert m.handle(IntentSucceeded(notify), T0).intents == ()
+    m.handle(Stop(), T0)
+    assert m.handle(TasksFinalized(("d",)), T0).intents == () and m.state is PromoterState.STOPPED
+
+
+def test_leader_sweep_pages_through_pending_tasks() -> None:
+    job = WorkflowPromoterJob(InsertNotifyThrottle(timedelta(seconds=1)))
+    job.begin(T0)
+    first = job.first(T0, 2)
+    assert isinstance(first, PromoteWorkflowTasks) and first.workflow_ids is None and first.after_id == 0
+    step = job.on_result(first, PromotionResult(2, 9, ((9, "q"),)), T0, 2)
+    assert step.full and isinstance(step.side[0], Notify)
+    nxt = job.first(T0, 2)
+    assert isinstance(nxt, PromoteWorkflowTasks) and nxt.after_id == 9
+    assert not job.on_result(nxt, PromotionResult(1, 12), T0, 2).full
+    job.begin(T0)
+    assert job.first(T0, 2).after_id == 0  # type: ignore[union-attr]
+    service = workflow_promoter(random.Random(1), interval=timedelta(seconds=1), stagger=False)
+    assert service.name == "workflow_promoter"
+
+
+def test_core_adds_the_sweep_to_the_leaders_services() -> None:
+    core = ClientCore(ClientConfig(client_id="c", dialect="postgres"), None, random.Random(1))
+    assert "workflow_promoter" in core.make_maintenance_services()
+    assert isinstance(core.make_workflow_promoter(), WorkflowPromoter)
