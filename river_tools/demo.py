@@ -1,7 +1,8 @@
 """``python -m river_tools.demo``: River in one minute, on an embedded SQLite file.
 
 It migrates a database (default ``./river-demo.sqlite3``, recreated on every
-run; or ``--database-url``, used as it is), inserts a handful of jobs that
+run; or ``--database-url``, used as it is, so a second run finds the first
+one's jobs and works its own beside them), inserts a handful of jobs that
 each show one part of River's job lifecycle, works them with a started
 client, and prints what happened to every job: its state, its attempts and
 the errors recorded along the way. Exit status 0 when every job ended as
@@ -176,30 +177,42 @@ def insert_jobs(client: Client, console: Console) -> list[Expectation]:
         console.line(f"  job {job.id:>2} {job.kind:<15} {note}")
         expected.append(Expectation(job.id, note, state))
 
+    # Unique by args: the user id is new on every run (the first job's id), so a second run on
+    # the same database inserts its own job rather than finding the last run's.
     unique = InsertOpts(unique_opts=UniqueOpts(by_args=True))
-    first = client.insert(SendWelcome(user_id=1), unique)
+    welcome = SendWelcome(user_id=expected[0].job_id)
+    first = client.insert(welcome, unique)
+    if first.unique_skipped_as_duplicate:
+        raise SystemExit(f"demo: {welcome} was skipped as a duplicate of job {first.job.id} "
+                         f"({first.job.state}); expected a new job")
     console.line(f"  job {first.job.id:>2} {first.job.kind:<15} unique by args")
     expected.append(Expectation(first.job.id, "unique by args", JobState.COMPLETED))
-    again = client.insert(SendWelcome(user_id=1), unique)
-    verdict = "skipped as a duplicate" if again.unique_skipped_as_duplicate else "NOT skipped"
-    console.line(f"  (same args again: {verdict} of job {again.job.id}; no new row)")
+    again = client.insert(welcome, unique)
     if not again.unique_skipped_as_duplicate:
-        raise SystemExit("demo: the duplicate unique job was inserted; expected it to be skipped")
+        raise SystemExit(f"demo: {welcome} inserted again as job {again.job.id}; expected the insert "
+                         f"to be skipped as a duplicate of job {first.job.id} (unique by args)")
+    console.line(f"  (same args again: skipped as a duplicate of job {again.job.id}; no new row)")
     return expected
 
 
-def wait_until_done(client: Client, expected: list[Expectation], console: Console) -> list[JobRow]:
-    """Print job events as they come until every demo job is finalized (the periodic one included)."""
+def wait_until_done(
+    client: Client, expected: list[Expectation], console: Console, *, after_id: int = 0
+) -> list[JobRow]:
+    """Print job events as they come until every demo job is finalized (the periodic one included).
+
+    ``after_id``: the highest job id before this run; a periodic job of an earlier run on the same
+    database has a lower one.
+    """
     ids = {e.job_id for e in expected}
     deadline = time.monotonic() + DEADLINE_SECONDS
     with client.subscribe() as events:
         while True:
-            rows = _demo_rows(client, ids)
+            rows = _demo_rows(client, ids, after_id)
             if len(rows) == len(ids) + 1 and all(row.finalized for row in rows):
                 break
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SystemExit(f"demo: jobs still unfinished after {DEADLINE_SECONDS:g} s")
+                raise SystemExit(unfinished_message(rows, ids))
             try:
                 _show(events.get(timeout=min(left, 1.0)), console)
             except SubscriptionTimeoutError:
@@ -217,10 +230,34 @@ def _show(event: Event, console: Console) -> None:
                      f"-> {event.job.state}")
 
 
-def _demo_rows(client: Client, ids: set[int]) -> list[JobRow]:
+def _demo_rows(client: Client, ids: set[int], after_id: int) -> list[JobRow]:
     rows = list(client.jobs.list(ids=sorted(ids)).jobs)
-    rows += client.jobs.list(kinds=[Digest.kind]).jobs
+    rows += [row for row in client.jobs.list(kinds=[Digest.kind], descending=True, limit=10).jobs
+             if row.id > after_id]
     return sorted(rows, key=lambda row: row.id)
+
+
+def _latest_job_id(client: Client) -> int:
+    page = client.jobs.list(descending=True, limit=1).jobs
+    return page[0].id if page else 0
+
+
+def unfinished_message(rows: list[JobRow], ids: set[int]) -> str:
+    """Why the demo gave up: each job not finalized in time, with its state and last error."""
+    lines = [f"demo: jobs still unfinished after {DEADLINE_SECONDS:g} s:"]
+    for row in rows:
+        if row.finalized:
+            continue
+        error = f"; last error: {row.errors[-1].error}" if row.errors else ""
+        lines.append(f"  job {row.id} {row.kind} is {row.state} (attempt {row.attempt}/{row.max_attempts}"
+                     f"{error})")
+    missing = sorted(ids - {row.id for row in rows})
+    if missing:
+        lines.append(f"  jobs {missing} are gone from the database (deleted by another process?)")
+    if not any(row.kind == Digest.kind for row in rows):
+        lines.append(f"  the periodic job {Digest.kind} was never inserted: this client was not elected "
+                     "leader (is another client leading on this database?)")
+    return "\n".join(lines)
 
 
 def report(rows: list[JobRow], expected: list[Expectation], console: Console) -> bool:
@@ -258,11 +295,12 @@ def run(url: str | None, out: TextIO | None = None) -> int:
         periodic_jobs=[digest],
     )
     console.line("periodic job: nightly_digest, every 24 h and once as soon as a leader is elected")
+    after_id = _latest_job_id(client)  # a database used before keeps its jobs, and their ids
     with client:
         expected = insert_jobs(client, console)
         console.line()
         console.line("working (the client is started; worker output and events as they happen):")
-        rows = wait_until_done(client, expected, console)
+        rows = wait_until_done(client, expected, console, after_id=after_id)
     ok = report(rows, expected, console)
     console.line()
     console.line("all jobs ended as expected" if ok else "some jobs did not end as expected")

@@ -181,11 +181,36 @@ def test_demo_module_on_its_default_sqlite_file(tmp_path: Path) -> None:
     assert (tmp_path / demo.DEFAULT_DATABASE).stat().st_size > 1000  # recreated as a real database
 
 
-def test_demo_main_on_postgres(scratch_pg_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert demo.main(["--database-url", scratch_pg_url]) == 0
-    output = capsys.readouterr().out
-    assert output.startswith(f"database: {scratch_pg_url} (")
-    assert_demo_output(output)
+def test_demo_main_on_postgres_runs_again_on_the_same_database(
+    scratch_pg_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The second run finds the first one's jobs (its unique job, its periodic job) and works its own.
+    for _ in range(2):
+        assert demo.main(["--database-url", scratch_pg_url]) == 0
+        output = capsys.readouterr().out
+        assert output.startswith(f"database: {scratch_pg_url} (")
+        assert_demo_output(output)
+        report = output[output.index("what happened:"):]
+        assert report.count("  nightly_digest  ") == 1 and report.count("  send_welcome  ") == 1
+
+
+def test_demo_failure_names_each_unfinished_job_and_why() -> None:
+    from datetime import UTC, datetime
+
+    from river_protocol.job import AttemptError, JobRow
+    from river_protocol.states import JobState
+
+    done = JobRow(id=3, kind="say_hello", encoded_args=b"{}", state=JobState.COMPLETED, attempt=1)
+    stuck = JobRow(id=4, kind="upload_report", encoded_args=b"{}", state=JobState.RETRYABLE, attempt=1,
+                   errors=(AttemptError(at=datetime.now(UTC), attempt=1, error="ConnectionError: down"),))
+    message = demo.unfinished_message([done, stuck], {3, 4, 5})
+    assert message.splitlines() == [
+        f"demo: jobs still unfinished after {demo.DEADLINE_SECONDS:g} s:",
+        "  job 4 upload_report is retryable (attempt 1/25; last error: ConnectionError: down)",
+        "  jobs [5] are gone from the database (deleted by another process?)",
+        "  the periodic job nightly_digest was never inserted: this client was not elected leader "
+        "(is another client leading on this database?)",
+    ]
 
 
 def test_demo_report_flags_an_unexpected_state() -> None:
