@@ -10,6 +10,9 @@
 - ``river_asyncio`` loads no trio module, even after running a client;
 - ``river_otel`` (the OpenTelemetry middleware) imports neither driver nor the tools, and at run
   time needs only ``opentelemetry-api`` of OpenTelemetry;
+- ``river_ui`` (the web dashboard) stands on one client, the threaded ``river_sync`` (see
+  ``river_ui.app`` for why), with ``river_protocol`` and ``river_db``; nothing but the tools
+  imports it;
 - ``river_tools`` may import anything.
 
 Checked twice: statically over every import statement (also inside functions and
@@ -29,17 +32,18 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ("river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
-        "river_tools", "river_otel", "conformance")
+        "river_tools", "river_otel", "river_ui", "conformance")
 CLIENTS = ("river_sync", "river_async", "river_trio", "river_asyncio")
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "river_protocol": (*CLIENTS, "river_db", "river_tools", "river_otel", "conformance"),
-    "river_db": (*CLIENTS, "river_tools", "river_otel"),
-    "river_sync": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel"),
-    "river_async": ("river_sync", "river_trio", "river_asyncio", "river_tools", "river_otel"),
-    "river_trio": ("river_sync", "river_asyncio", "river_tools", "river_otel"),
-    "river_asyncio": ("river_sync", "river_trio", "river_tools", "river_otel"),
-    "river_otel": (*CLIENTS, "river_tools", "conformance"),
+    "river_protocol": (*CLIENTS, "river_db", "river_tools", "river_otel", "river_ui", "conformance"),
+    "river_db": (*CLIENTS, "river_tools", "river_otel", "river_ui"),
+    "river_sync": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_ui"),
+    "river_async": ("river_sync", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_ui"),
+    "river_trio": ("river_sync", "river_asyncio", "river_tools", "river_otel", "river_ui"),
+    "river_asyncio": ("river_sync", "river_trio", "river_tools", "river_otel", "river_ui"),
+    "river_otel": (*CLIENTS, "river_tools", "river_ui", "conformance"),
+    "river_ui": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "conformance"),
 }
 
 
@@ -115,7 +119,7 @@ LOADED = textwrap.dedent(
 
 
 @pytest.mark.parametrize("package", ["river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
-                                     "river_otel"])
+                                     "river_otel", "river_ui"])
 def test_importing_a_package_loads_nothing_it_must_not_use(package: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", LOADED, package, *FORBIDDEN[package]],

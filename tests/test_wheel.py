@@ -278,3 +278,33 @@ def test_demo_runs_from_the_installed_wheel_in_an_empty_directory(installed: Ins
     proc = installed.run(installed.python, "-m", "river_tools.demo")
     assert_demo_output(proc.stdout)
     assert (installed.workdir / "river-demo.sqlite3").is_file()
+
+
+DASHBOARD_PROBE = textwrap.dedent(
+    """
+    import warnings
+    warnings.simplefilter("ignore")
+    from starlette.testclient import TestClient
+    import river_ui
+    from river_ui.demo import seed_demo
+    seed_demo("sqlite://dashboard.sqlite3")
+    with TestClient(river_ui.create_app(database_url="sqlite://dashboard.sqlite3")) as web:
+        for path in ("/", "/jobs", "/static/river_ui.css", "/static/river_ui.js"):
+            assert web.get(path).status_code == 200, path
+    print(river_ui.__file__)
+    """
+)
+
+
+def test_the_dashboard_ships_its_templates_and_assets(installed: Installed) -> None:
+    assets = {
+        path.relative_to(ROOT).as_posix()
+        for folder in ("templates", "static")
+        for path in (ROOT / "river_ui" / folder).iterdir()
+    }
+    with zipfile.ZipFile(installed.wheel) as wheel:
+        shipped = set(wheel.namelist())
+    assert assets and assets <= shipped
+    # Served from the installed copy alone, with nothing fetched from elsewhere.
+    out = installed.run(installed.python, "-c", DASHBOARD_PROBE).stdout
+    assert Path(out.strip()).is_relative_to(installed.venv)

@@ -34,6 +34,7 @@ class PostgresDialect(Dialect):
         "river_protocol.dialects.postgres.admin",
         "river_protocol.dialects.postgres.migrations",
         "river_protocol.dialects.postgres.workflows",
+        "river_protocol.dialects.postgres.dashboard",
     )
 
     def __init__(self, schema: str | None = None) -> None:

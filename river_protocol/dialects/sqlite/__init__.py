@@ -29,6 +29,7 @@ class SQLiteDialect(Dialect):
         "river_protocol.dialects.sqlite.admin",
         "river_protocol.dialects.sqlite.migrations",
         "river_protocol.dialects.sqlite.workflows",
+        "river_protocol.dialects.sqlite.dashboard",
     )
 
     def __init__(self, schema: str | None = None) -> None:
