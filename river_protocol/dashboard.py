@@ -18,9 +18,10 @@ a job now ``discarded`` counts in the bucket of its ``finalized_at``, a job now
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from river_protocol.errors import ValidationError
 from river_protocol.intents import Intent, QueueRow
@@ -44,6 +45,11 @@ STATE_ORDER: tuple[JobState, ...] = (
 # States whose jobs are placed in the chart by ``finalized_at`` / by ``attempted_at``.
 HISTOGRAM_FINALIZED = (JobState.COMPLETED, JobState.CANCELLED, JobState.DISCARDED)
 HISTOGRAM_ATTEMPTED = (JobState.RETRYABLE,)
+# (the time column placing a job in a bucket, the states placed by it): one SELECT each, UNION ALL.
+HISTOGRAM_PARTS: tuple[tuple[str, tuple[JobState, ...]], ...] = (
+    ("finalized_at", HISTOGRAM_FINALIZED),
+    ("attempted_at", HISTOGRAM_ATTEMPTED),
+)
 SERIES = ("completed", "failed", "cancelled")
 _SERIES_OF = {
     JobState.COMPLETED: "completed",
@@ -101,6 +107,11 @@ class PeriodicJobsSeen(Intent):
     """Result: ``list[JobRow]``, the newest ``limit`` jobs a periodic enqueuer inserted, newest first."""
 
     limit: int = 500
+
+
+def histogram_cells(rows: Iterable[Sequence[Any]]) -> tuple[HistogramCell, ...]:
+    """``FinishedHistogram``'s result from its rows: (queue, state, bucket, count)."""
+    return tuple(HistogramCell(str(r[0]), JobState(r[1]), int(r[2]), int(r[3])) for r in rows)
 
 
 def histogram_intent(

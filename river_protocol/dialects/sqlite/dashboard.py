@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from river_protocol.dashboard import (
-    HISTOGRAM_ATTEMPTED,
-    HISTOGRAM_FINALIZED,
+    HISTOGRAM_PARTS,
     CountJobsByQueue,
     FinishedHistogram,
     HistogramCell,
     OldestAvailable,
     PeriodicJobsSeen,
     QueueStateCount,
+    histogram_cells,
 )
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.rows import _utc
@@ -60,11 +60,8 @@ def _finished_histogram(d: Any, intent: FinishedHistogram) -> Plan[tuple[Histogr
             GROUP BY 1, 2, 3
         """
 
-    sql = (
-        part("finalized_at", HISTOGRAM_FINALIZED) + " UNION ALL " + part("attempted_at", HISTOGRAM_ATTEMPTED)
-    )
-    rows = yield Statement(sql, tuple(b.params))
-    return tuple(HistogramCell(str(r[0]), JobState(r[1]), int(r[2]), int(r[3])) for r in rows)
+    sql = " UNION ALL ".join(part(column, states) for column, states in HISTOGRAM_PARTS)
+    return histogram_cells((yield Statement(sql, tuple(b.params))))
 
 
 def _periodic_jobs_seen(d: Any, intent: PeriodicJobsSeen) -> Plan[list[JobRow]]:
