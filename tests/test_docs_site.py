@@ -67,6 +67,24 @@ def test_site_builds_strictly_with_the_api_reference(site: Path) -> None:
     assert 'id="river_protocol.options.InsertOpts"' in page(site, "api/river_protocol")
 
 
+@pytest.mark.parametrize("package", ["river_sync", "river_trio", "river_asyncio"])
+def test_each_client_shows_its_whole_constructor_and_no_testing_seams(site: Path, package: str) -> None:
+    import html
+    import importlib
+    import inspect
+
+    client = importlib.import_module(package).Client
+    params = [p for p in inspect.signature(client.__init__).parameters if p != "self"]
+    text = page(site, f"api/{package}")
+    heading = text.index(f'id="{package}.Client"')
+    signature = html.unescape(re.sub(r"<[^>]+>", "", text[heading:text.index("Bases:", heading)]))
+    shown = re.findall(r"^\s*(\w+):", signature, flags=re.MULTILINE)
+    assert shown == params  # every parameter, in order (the heading merges ClientBase.__init__)
+    # The testing-only attributes of Client (testing_claim_hook, testing_*_interval...) are seams
+    # for this project's own tests, not API.
+    assert "testing_" not in text
+
+
 def test_included_files_and_diagrams_render(site: Path) -> None:
     changelog = page(site, "changelog")
     assert "0.1.0" in changelog and "Keep a Changelog" in changelog
