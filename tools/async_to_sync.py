@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERATED: tuple[tuple[str, str], ...] = (
     ("river_async/admin.py", "river_sync/admin.py"),
     ("river_async/context.py", "river_sync/context.py"),
+    ("river_async/leadership.py", "river_sync/leadership.py"),
     ("river_async/transactions.py", "river_sync/transactions.py"),
     ("river_async/testing/__init__.py", "river_sync/testing/__init__.py"),
     ("river_async/testing/assertions.py", "river_sync/testing/assertions.py"),
@@ -89,7 +90,8 @@ def transform(source: str, *, source_name: str) -> str:
     """The sync module generated from the async ``source`` (its path ``source_name`` goes in the header)."""
     text = _drop_async_branches(source, source_name)
     text = _rewrite_tokens(text, source_name)
-    text = _rewrite_imports(text, used_before=_used_names(ast.parse(source)))
+    used_before = {NAMES.get(name, name) for name in _used_names(ast.parse(source))}
+    text = _rewrite_imports(text, used_before=used_before)
     return HEADER.format(source=source_name) + text
 
 
