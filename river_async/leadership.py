@@ -36,7 +36,7 @@ if True:  # ASYNC
 else:
     import threading
 
-    from river_sync.runner import utcnow
+    from river_async.runner import utcnow
 
 log = logging.getLogger(__name__)
 
