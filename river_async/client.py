@@ -559,6 +559,9 @@ class Client(ClientBase):
         self._lifecycle.advance(ClientState.STARTING)
         try:
             await self._ensure_db()
+            if self._core.works_jobs:
+                for intent in self._core.flow_control_setup():  # limited queues need the python line
+                    await self.database.run(intent)
             async with anyio.create_task_group() as outer:
                 await outer.start(self._runtime)
                 task_status.started()

@@ -34,6 +34,13 @@ from river_protocol.errors import (
     UniqueKeyError,
     ValidationError,
 )
+from river_protocol.flow_control import (
+    ConcurrencyConfig,
+    PartitionConfig,
+    QueueLimits,
+    RateLimit,
+    SequenceOpts,
+)
 from river_protocol.intents import InsertResult, QueueRow
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.leadership import PeriodicJob
@@ -59,6 +66,7 @@ __all__ = [
     "ClientState",
     "ClientStats",
     "Completed",
+    "ConcurrencyConfig",
     "CronParseError",
     "Database",
     "DatabaseUnavailableError",
@@ -84,14 +92,18 @@ __all__ = [
     "MaintenanceConfig",
     "MigrationError",
     "Migrator",
+    "PartitionConfig",
     "PeriodicJob",
     "QueueAlreadyAddedError",
     "QueueConfig",
+    "QueueLimits",
     "QueueNotAddedError",
     "QueueNotFoundError",
     "QueueRow",
+    "RateLimit",
     "RetryPolicy",
     "RiverError",
+    "SequenceOpts",
     "Snooze",
     "Subscription",
     "SubscriptionTimeoutError",

@@ -16,20 +16,32 @@ from river_protocol.errors import (
     UniqueKeyError,
     ValidationError,
 )
+from river_protocol.flow_control import (
+    ConcurrencyConfig,
+    PartitionConfig,
+    QueueLimits,
+    RateLimit,
+    SequenceOpts,
+)
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.states import JobState
 
 __all__ = [
     "AttemptError",
+    "ConcurrencyConfig",
     "CronParseError",
     "EncodingError",
     "JobNotFoundError",
     "JobRow",
     "JobState",
     "MigrationError",
+    "PartitionConfig",
     "ProtocolError",
+    "QueueLimits",
     "QueueNotFoundError",
+    "RateLimit",
     "RiverError",
+    "SequenceOpts",
     "UniqueKeyError",
     "ValidationError",
 ]

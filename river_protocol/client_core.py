@@ -49,6 +49,8 @@ from river_protocol.constants import (
 )
 from river_protocol.cron import Schedule
 from river_protocol.errors import ValidationError
+from river_protocol.flow_control import ConcurrencyConfig, FlowControl, RateLimit
+from river_protocol.flow_intents import SetQueueLimits
 from river_protocol.frozen import quick_init
 from river_protocol.golang.encoding_json import decode_args, encode_args
 from river_protocol.intents import InsertJobs, InsertParams, Intent, Notify
@@ -112,6 +114,25 @@ class QueueConfig:
     # Postgres: claims commit without waiting for their WAL flush (ClaimJobs.asynchronous_commit);
     # off, as River. See docs/guides/client.md, Low latency.
     async_claim_commit: bool = False
+    # Flow control (docs/guides/flow-control.md): limits exact across every client on the
+    # database, and sequences; any of them switches the queue to the limited claim.
+    concurrency: ConcurrencyConfig | None = None
+    rate_limit: RateLimit | None = None
+    sequences: bool = False
+
+    def __post_init__(self) -> None:
+        if self.concurrency is not None and not isinstance(self.concurrency, ConcurrencyConfig):
+            raise ValidationError(f"concurrency must be a ConcurrencyConfig, got {self.concurrency!r}")
+        if self.rate_limit is not None and not isinstance(self.rate_limit, RateLimit):
+            raise ValidationError(f"rate_limit must be a RateLimit, got {self.rate_limit!r}")
+        if not isinstance(self.sequences, bool):
+            raise ValidationError(f"sequences must be a bool, got {self.sequences!r}")
+
+    @property
+    def flow(self) -> FlowControl | None:
+        """The queue's flow control, None when it has none (today's claim, unchanged)."""
+        flow = FlowControl(self.concurrency, self.rate_limit, self.sequences)
+        return flow if flow.enabled else None
 
 
 Retention = timedelta | int | None
@@ -483,10 +504,25 @@ class ClientCore:
                 fetch_cooldown=q.fetch_cooldown, fetch_poll_interval=q.fetch_poll_interval,
                 poll_only=not self.config.notifications, kinds=claim.kinds, tags_any=claim.tags_any,
                 untagged_only=claim.untagged_only, async_claim_commit=q.async_claim_commit,
-                settings_poll_interval=self.settings_poll_interval,
+                settings_poll_interval=self.settings_poll_interval, flow=q.flow,
             ),
             self._rng,
         )
+
+    def flow_control_setup(
+        self, queues: Mapping[str, QueueConfig] | None = None
+    ) -> tuple[SetQueueLimits, ...]:
+        """What a client runs before its producers start: each limited queue's configured limits,
+        written where every client's claim reads them. It fails with a ``MigrationError`` naming
+        the command when the ``python`` migration line is not applied."""
+        out = []
+        for name, q in (self.queues if queues is None else queues).items():
+            flow = q.flow
+            if flow is not None:
+                out.append(SetQueueLimits(
+                    name, flow.limits, concurrency_partition=flow.concurrency_partition,
+                    rate_partition=flow.rate_partition))
+        return tuple(out)
 
     def listener_unavailable(self) -> None:
         """The listener was probed and hears nothing (LISTEN behind a transaction pooler): from

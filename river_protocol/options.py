@@ -22,6 +22,7 @@ from river_protocol.constants import (
     TAG_RE,
 )
 from river_protocol.errors import ValidationError
+from river_protocol.flow_control import SequenceOpts
 from river_protocol.golang.gotime import GoTime, require_aware
 from river_protocol.intents import InsertParams
 from river_protocol.states import JobState
@@ -50,6 +51,8 @@ class InsertOpts:
     metadata: Mapping[str, Any] | bytes | None = None
     pending: bool = False
     unique_opts: UniqueOpts | None = None
+    # Flow control's sequences (river_protocol.flow_control): kept in the job's metadata.
+    sequence: SequenceOpts | None = None
 
     def __post_init__(self) -> None:
         if self.tags is not None:
@@ -136,6 +139,19 @@ def _scheduled(value: datetime | GoTime | None) -> datetime | None:
 _NO_OPTS = InsertOpts()  # frozen: one serves every insert that passes none
 
 
+def _with_sequence(metadata: bytes, sequence: SequenceOpts, kind: str, encoded_args: bytes) -> bytes:
+    if not isinstance(sequence, SequenceOpts):
+        raise ValidationError(f"sequence must be a SequenceOpts, got {type(sequence).__name__}")
+    args = json.loads(encoded_args)
+    if not isinstance(args, dict):
+        raise ValidationError(f"a job in a sequence needs args that encode as a JSON object, got {args!r}")
+    merged = json.loads(metadata)
+    merged.update(sequence.metadata(kind, args))
+    from river_protocol.golang import encoding_json
+
+    return encoding_json.encode(merged)
+
+
 def resolve_insert_params(
     kind: str,
     encoded_args: bytes,
@@ -176,6 +192,9 @@ def resolve_insert_params(
     if uniq is not None:
         uniq.validate()
     metadata = encode_metadata(opts.metadata)
+    sequence = opts.sequence or defaults.sequence
+    if sequence is not None:
+        metadata = _with_sequence(metadata, sequence, kind, encoded_args)
 
     key: bytes | None = None
     states: int | None = None

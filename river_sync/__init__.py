@@ -24,6 +24,13 @@ from river_protocol.errors import (
     UniqueKeyError,
     ValidationError,
 )
+from river_protocol.flow_control import (
+    ConcurrencyConfig,
+    PartitionConfig,
+    QueueLimits,
+    RateLimit,
+    SequenceOpts,
+)
 from river_protocol.intents import InsertResult, QueueRow
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.leadership import PeriodicJob
@@ -55,6 +62,7 @@ __all__ = [
     "ClientState",
     "ClientStats",
     "Completed",
+    "ConcurrencyConfig",
     "CronParseError",
     "Database",
     "DatabaseUnavailableError",
@@ -80,14 +88,18 @@ __all__ = [
     "MaintenanceConfig",
     "MigrationError",
     "Migrator",
+    "PartitionConfig",
     "PeriodicJob",
     "QueueAlreadyAddedError",
     "QueueConfig",
+    "QueueLimits",
     "QueueNotAddedError",
     "QueueNotFoundError",
     "QueueRow",
+    "RateLimit",
     "RetryPolicy",
     "RiverError",
+    "SequenceOpts",
     "Snooze",
     "Subscription",
     "SubscriptionTimeoutError",

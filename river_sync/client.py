@@ -443,6 +443,8 @@ class Client(ClientBase):
                 self._lifecycle.advance(ClientState.STARTED)
 
     def _start_runtime(self) -> None:
+        for intent in self._core.flow_control_setup():  # limited queues: refuse without the python line
+            self._db.run(intent)
         self._watchdog = _Watchdog(self._lock)
         self._watchdog.start()
         self._completer = MachineRunner(

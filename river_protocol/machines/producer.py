@@ -29,6 +29,8 @@ from river_protocol.constants import (
     START_STAGGER_MAX,
 )
 from river_protocol.errors import ProtocolError, ValidationError
+from river_protocol.flow_control import FlowControl
+from river_protocol.flow_intents import ClaimLimitedJobs
 from river_protocol.frozen import quick_init
 from river_protocol.intents import (
     ClaimJobs,
@@ -181,6 +183,8 @@ class ProducerConfig:
     tags_any: tuple[str, ...] | None = None
     untagged_only: bool = False
     async_claim_commit: bool = False  # ClaimJobs.asynchronous_commit
+    # Flow control: claims are ClaimLimitedJobs under it (None: today's ClaimJobs, unchanged).
+    flow: FlowControl | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.async_claim_commit, bool):
@@ -250,6 +254,11 @@ class Producer(Machine):
         (_S.STOPPING, SlotReleased): to(_S.STOPPING, via="_on_slot_released"),
         (_S.STOPPING, (_OK, ClaimJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claimed"),
         (_S.STOPPING, (_FAIL, ClaimJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claim_failed"),
+        # A limited claim (flow control) is a claim like any other to the producer.
+        (_S.RUNNING, (_OK, ClaimLimitedJobs)): to(_S.RUNNING, via="_on_claimed"),
+        (_S.RUNNING, (_FAIL, ClaimLimitedJobs)): to(_S.RUNNING, via="_on_claim_failed"),
+        (_S.STOPPING, (_OK, ClaimLimitedJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claimed"),
+        (_S.STOPPING, (_FAIL, ClaimLimitedJobs)): to(_S.STOPPING, _S.STOPPED, via="_on_claim_failed"),
         (_S.RUNNING, (_OK, ReconcileClaim)): to(_S.RUNNING, via="_on_reconciled"),
         (_S.RUNNING, (_FAIL, ReconcileClaim)): to(_S.RUNNING, via="_on_reconcile_failed"),
         # Conditional while stopping: a reconcile is the last statement a stopping producer waits for.
@@ -320,7 +329,9 @@ class Producer(Machine):
 
     @property
     def claim_in_flight(self) -> ClaimJobs | None:
-        claim = self._flight_of(ClaimJobs)
+        claim = self._flight_of(ClaimJobs) or self._flight_of(ClaimLimitedJobs)
+        if isinstance(claim, ClaimLimitedJobs):
+            return claim.claim
         return claim if isinstance(claim, ClaimJobs) else None
 
     @property
@@ -439,19 +450,18 @@ class Producer(Machine):
             self._fetch_when_slots_free = True
             return
         self._claim_limit = limit
-        self._emit(
-            ClaimJobs(
-                queue=self.config.queue,
-                limit=limit,
-                client_id=self.config.client_id,
-                max_attempted_by=MAX_ATTEMPTED_BY,
-                kinds=self.config.kinds,
-                tags_any=self.config.tags_any,
-                untagged_only=self.config.untagged_only,
-                asynchronous_commit=self.config.async_claim_commit,
-            ),
-            HOT_STATEMENT_TIMEOUT,
+        claim = ClaimJobs(
+            queue=self.config.queue,
+            limit=limit,
+            client_id=self.config.client_id,
+            max_attempted_by=MAX_ATTEMPTED_BY,
+            kinds=self.config.kinds,
+            tags_any=self.config.tags_any,
+            untagged_only=self.config.untagged_only,
+            asynchronous_commit=self.config.async_claim_commit,
         )
+        flow = self.config.flow
+        self._emit(claim if flow is None else ClaimLimitedJobs(claim=claim, flow=flow), HOT_STATEMENT_TIMEOUT)
 
     def _on_insert_notification(self, event: InsertNotification, now: datetime) -> None:
         if event.queue == self.config.queue:
@@ -563,7 +573,9 @@ class Producer(Machine):
         if self.state is _S.STOPPING:
             self._maybe_finish()
             return
-        if self._fetch_when_slots_free:
+        # Under flow control a finished job may free a limit's slot even when the last claim
+        # came back short (it held jobs back), so every finish asks again (debounced).
+        if self._fetch_when_slots_free or self.config.flow is not None:
             self._fetch_when_slots_free = False
             self._trigger(now)
 

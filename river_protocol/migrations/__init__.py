@@ -9,6 +9,7 @@ bookkeeping plan in ``bookkeeping``.
 from river_protocol.migrations.bundle import (
     DIALECTS,
     LINE_MAIN,
+    LINE_PYTHON,
     LINES,
     SCHEMA_PLACEHOLDER,
     Migration,
@@ -26,6 +27,7 @@ __all__ = [
     "DIALECTS",
     "LINES",
     "LINE_MAIN",
+    "LINE_PYTHON",
     "MAIN_VERSIONS",
     "SCHEMA_PLACEHOLDER",
     "Migration",

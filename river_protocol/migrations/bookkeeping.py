@@ -71,7 +71,7 @@ def _bookkeeping(prefix: str, ph: str, intent: ApplyMigration) -> Statement | No
             return Statement(f"INSERT INTO {table} (version) VALUES ({ph})", (intent.version,), fetch=False)
         params = (intent.line, intent.version)
         return Statement(f"INSERT INTO {table} (line, version) VALUES ({ph}, {ph})", params, fetch=False)
-    if intent.version == VERSION_TABLE_ADDED:
+    if main and intent.version == VERSION_TABLE_ADDED:
         return None  # the script just dropped the table
     if main and intent.version <= VERSION_LINE_ADDED:
         return Statement(f"DELETE FROM {table} WHERE version = {ph}", (intent.version,), fetch=False)

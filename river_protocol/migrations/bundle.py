@@ -1,4 +1,5 @@
-"""River's main migration line as package data: one up and one down script per version.
+"""River's main migration line, and this project's ``python`` line, as package data: one up
+and one down script per version.
 
 Scripts are stored per dialect as ``NNN_name.up.sql`` / ``NNN_name.down.sql`` with a schema
 placeholder that ``render`` replaces by the dialect's table prefix (``"schema".`` or empty),
@@ -16,7 +17,10 @@ from river_protocol.errors import MigrationError, ValidationError
 
 SCHEMA_PLACEHOLDER = "/* TEMPLATE: schema */"
 LINE_MAIN = "main"
-LINES: tuple[str, ...] = (LINE_MAIN,)
+# This project's own line: tables River has no place for (``river_py_*``), one directory per
+# dialect beside the main line's scripts (``postgres/python/``, ``sqlite/python/``).
+LINE_PYTHON = "python"
+LINES: tuple[str, ...] = (LINE_MAIN, LINE_PYTHON)
 DIALECTS: tuple[str, ...] = ("postgres", "sqlite")
 DIRECTIONS: tuple[str, ...] = ("up", "down")
 
@@ -65,7 +69,7 @@ def migrations_for(dialect_name: str, line: str = LINE_MAIN) -> list[Migration]:
             f"unknown dialect {dialect_name!r}: must be one of {', '.join(DIALECTS)}"
         )
     check_line(line)
-    return list(_load(dialect_name))
+    return list(_load(dialect_name, line))
 
 
 def versions_for(dialect_name: str, line: str = LINE_MAIN) -> tuple[int, ...]:
@@ -83,12 +87,15 @@ def migration(dialect_name: str, version: int, line: str = LINE_MAIN) -> Migrati
 
 
 @cache
-def _load(dialect_name: str) -> tuple[Migration, ...]:
+def _load(dialect_name: str, line: str) -> tuple[Migration, ...]:
     scripts: dict[int, dict[str, str]] = {}
     names: dict[int, str] = {}
     # The scripts ship beside this module like its source; reading them is loading the
     # package, not database I/O (importlib.resources would pull in zipfile and threading).
-    for entry in sorted((Path(__file__).parent / dialect_name).iterdir()):
+    folder = Path(__file__).parent / dialect_name
+    if line != LINE_MAIN:
+        folder = folder / line
+    for entry in sorted(folder.iterdir()):
         match = _FILE_RE.match(entry.name)
         if match is None:
             continue
@@ -99,7 +106,9 @@ def _load(dialect_name: str) -> tuple[Migration, ...]:
     for expected, version in enumerate(sorted(scripts), start=1):
         # A gap or a missing direction is a packaging bug; failing loudly beats a silent skip.
         if version != expected or set(scripts[version]) != {"up", "down"}:
-            raise MigrationError(f"{dialect_name} migrations are incomplete at version {expected}")
+            raise MigrationError(
+                f"{dialect_name} {line} migrations are incomplete at version {expected}"
+            )
         loaded.append(
             Migration(version, names[version], scripts[version]["up"], scripts[version]["down"])
         )

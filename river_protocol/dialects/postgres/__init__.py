@@ -35,6 +35,7 @@ class PostgresDialect(Dialect):
         "river_protocol.dialects.postgres.migrations",
         "river_protocol.dialects.postgres.workflows",
         "river_protocol.dialects.postgres.dashboard",
+        "river_protocol.dialects.postgres.flow",
     )
 
     def __init__(self, schema: str | None = None) -> None:

@@ -190,8 +190,6 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
     if intent.tags_any is not None and intent.untagged_only:
         raise ValidationError("a claim takes either tags_any or untagged_only, not both")
     b = binder()
-    cap = intent.max_attempted_by
-    # attempt is a smallint: least() keeps a hand-written maximum from failing every claim of the queue.
     sql = f"""
         WITH locked AS (
             SELECT id FROM {d.prefix}river_job
@@ -202,20 +200,27 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
             FOR UPDATE SKIP LOCKED
         )
         UPDATE {d.prefix}river_job j
-        SET state = 'running',
-            attempt = least(j.attempt, 32766) + 1,
-            attempted_at = {now_sql(b, intent.now)},
-            attempted_by = array_append(
-                CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= {b.p(cap)}::int
-                     THEN j.attempted_by[array_length(j.attempted_by, 1) - {b.p(cap)}::int + 2:]
-                     ELSE j.attempted_by END,
-                {b.p(intent.client_id)}::text)
+        {claim_set_sql(b, intent)}
         FROM locked
         WHERE j.id = locked.id{_ASYNC_COMMIT if intent.asynchronous_commit else ""}
         RETURNING {pg_job_columns("j")}
     """
     rows = yield Statement(sql, tuple(b.params), binary=True)
     return job_rows(rows)
+
+
+def claim_set_sql(b: Binder, intent: ClaimJobs) -> str:
+    """The SET clause of a claim of ``river_job j``: running, one more attempt, by this client."""
+    cap = intent.max_attempted_by
+    # attempt is a smallint: least() keeps a hand-written maximum from failing every claim of the queue.
+    return f"""SET state = 'running',
+            attempt = least(j.attempt, 32766) + 1,
+            attempted_at = {now_sql(b, intent.now)},
+            attempted_by = array_append(
+                CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= {b.p(cap)}::int
+                     THEN j.attempted_by[array_length(j.attempted_by, 1) - {b.p(cap)}::int + 2:]
+                     ELSE j.attempted_by END,
+                {b.p(intent.client_id)}::text)"""
 
 
 # The claim's transaction only (set_config's is_local): evaluated with each row it updates,

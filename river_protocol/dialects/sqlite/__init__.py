@@ -30,6 +30,7 @@ class SQLiteDialect(Dialect):
         "river_protocol.dialects.sqlite.migrations",
         "river_protocol.dialects.sqlite.workflows",
         "river_protocol.dialects.sqlite.dashboard",
+        "river_protocol.dialects.sqlite.flow",
     )
 
     def __init__(self, schema: str | None = None) -> None:

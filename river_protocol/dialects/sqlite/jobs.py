@@ -193,15 +193,30 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
     if intent.tags_any is not None and intent.untagged_only:
         raise ValidationError("a claim takes either tags_any or untagged_only, not both")
     b = binder()
+    sql = f"""
+        UPDATE {d.prefix}river_job
+        {claim_set_sql(b, intent)}
+        WHERE id IN (
+            SELECT id FROM {d.prefix}river_job
+            WHERE state = 'available' AND queue = {b.p(intent.queue)} AND priority >= 0
+              AND scheduled_at <= {sqlite_now(b, intent.now)}{_claim_filters(b, intent)}
+            ORDER BY priority ASC, scheduled_at ASC, id ASC
+            LIMIT {limit_param(b, intent.limit)}
+        )
+        RETURNING {JOB_COLUMNS}
+    """
+    return job_rows((yield Statement(sql, tuple(b.params))))
+
+
+def claim_set_sql(b: Binder, intent: ClaimJobs) -> str:
+    """The SET clause of a claim of ``river_job``: running, one more attempt, by this client."""
     keep = intent.max_attempted_by - 1
     # A list another writer stored as malformed JSON is read as empty: JSON functions on it
     # would fail the claim, and with it every claim of the queue.
     earlier = "(CASE WHEN json_valid(river_job.attempted_by, 10) THEN river_job.attempted_by END)"
     # A first attempt (no list yet) skips the correlated subquery, which costs a json_each and a
     # sort per row; it builds the very bytes the subquery's empty result would.
-    sql = f"""
-        UPDATE {d.prefix}river_job
-        SET state = 'running',
+    return f"""SET state = 'running',
             attempt = attempt + 1,
             attempted_at = {sqlite_now(b, intent.now)},
             attempted_by = CASE WHEN attempted_by IS NULL
@@ -214,17 +229,7 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
                         ORDER BY key
                     ) AS kept
                 ), jsonb('[]')),
-                '$[#]', {b.p(intent.client_id)}) END
-        WHERE id IN (
-            SELECT id FROM {d.prefix}river_job
-            WHERE state = 'available' AND queue = {b.p(intent.queue)} AND priority >= 0
-              AND scheduled_at <= {sqlite_now(b, intent.now)}{_claim_filters(b, intent)}
-            ORDER BY priority ASC, scheduled_at ASC, id ASC
-            LIMIT {limit_param(b, intent.limit)}
-        )
-        RETURNING {JOB_COLUMNS}
-    """
-    return job_rows((yield Statement(sql, tuple(b.params))))
+                '$[#]', {b.p(intent.client_id)}) END"""
 
 
 def _reconcile_claim(d: Any, intent: ReconcileClaim) -> Plan[list[int]]:

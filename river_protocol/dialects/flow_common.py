@@ -1,0 +1,73 @@
+"""What both dialects' flow-control plans share: the limits row, the partition JSON, and the
+conditions of the rule (river_protocol.flow_control) that read the same in either SQL."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from river_protocol.errors import MigrationError
+from river_protocol.flow_control import PartitionConfig, QueueLimits
+from river_protocol.flow_intents import MIGRATE_HINT, SetQueueLimits
+
+LIMIT_COLUMNS = "global_limit, local_limit, rate_allowed, rate_period_ms"
+ORDER = "priority, scheduled_at, id"
+ORDER_C = "c.priority, c.scheduled_at, c.id"
+UPSERT_SET = """
+        ON CONFLICT (queue) DO UPDATE SET
+            global_limit = excluded.global_limit, local_limit = excluded.local_limit,
+            rate_allowed = excluded.rate_allowed, rate_period_ms = excluded.rate_period_ms,
+            concurrency_partition = excluded.concurrency_partition,
+            rate_partition = excluded.rate_partition, updated_at = excluded.updated_at"""
+
+
+def limits_from_row(row: tuple[Any, ...]) -> QueueLimits:
+    """``LIMIT_COLUMNS`` of a ``river_py_queue_limit`` row."""
+    period = None if row[3] is None else timedelta(milliseconds=int(row[3]))
+    return QueueLimits(global_limit=row[0], local_limit=row[1], rate_allowed=row[2], rate_period=period)
+
+
+def partition_from_json(value: Any) -> PartitionConfig:
+    data = json.loads(value) if isinstance(value, str | bytes) else (value or {})
+    return PartitionConfig(by_kind=bool(data.get("by_kind", False)), by_args=tuple(data.get("by_args", ())))
+
+
+def partitions_json(intent: SetQueueLimits) -> tuple[str, str]:
+    """The concurrency and rate partitions of ``intent`` as JSON text, for display."""
+    return (json.dumps((intent.concurrency_partition or PartitionConfig()).as_json()),
+            json.dumps((intent.rate_partition or PartitionConfig()).as_json()))
+
+
+def missing_line(queue: str) -> MigrationError:
+    return MigrationError(
+        f"queue {queue!r} has flow control limits, which need this project's `python`"
+        f" migration line: {MIGRATE_HINT}")
+
+
+def full_conditions(limits: QueueLimits) -> list[str]:
+    """When a partition of the ``running`` CTE takes no more jobs (rule step 2)."""
+    out = [f"running.n >= {int(limits.global_limit)}"] if limits.global_limit is not None else []
+    return out + ([f"running.mine >= {int(limits.local_limit)}"] if limits.local_limit is not None else [])
+
+
+def take_conditions(limits: QueueLimits) -> str:
+    """Which ranked candidates are taken (rule step 4), ``true`` with no limit at all."""
+    take = [f"n + crn <= {int(limits.global_limit)}"] if limits.global_limit is not None else []
+    take += [f"mine + crn <= {int(limits.local_limit)}"] if limits.local_limit is not None else []
+    take += [f"starts + rrn <= {int(limits.rate_allowed)}"] if limits.rate_allowed is not None else []
+    return " AND ".join(take) or "true"
+
+
+def ranked_sql(rate: bool) -> str:
+    """The ``ranked`` and the head of the ``chosen`` CTE (rule steps 3 and 4), the same SQL on both."""
+    return f"""
+        ranked AS (
+            SELECT c.id, c.priority, c.scheduled_at, c.rkey,
+                   row_number() OVER (PARTITION BY c.ckey ORDER BY {ORDER_C}) AS crn,
+                   row_number() OVER (PARTITION BY c.rkey ORDER BY {ORDER_C}) AS rrn,
+                   coalesce(running.n, 0) AS n, coalesce(running.mine, 0) AS mine,
+                   {'coalesce(recent.n, 0)' if rate else '0'} AS starts
+            FROM candidates c LEFT JOIN running ON running.pkey = c.ckey
+            {'LEFT JOIN recent ON recent.rkey = c.rkey' if rate else ''}
+        )"""

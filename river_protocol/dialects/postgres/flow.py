@@ -1,0 +1,216 @@
+"""Postgres plans for flow control (river_protocol.flow_control, whose docstring states the rule).
+
+A limited claim is serialised per queue by locking the queue's ``river_py_queue_limit`` row
+(or, with none, a transaction-level advisory lock on the queue's name). The claim itself is
+the next statement of that transaction: under READ COMMITTED it takes a new snapshot, so it
+sees every claim committed by the lock's previous holder. Completions and rescues are not
+serialised; they only lower what the claim counts, so the count is never too low.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from river_protocol.dialects.base import Plan, Planner
+from river_protocol.dialects.flow_common import (
+    LIMIT_COLUMNS,
+    ORDER,
+    UPSERT_SET,
+    full_conditions,
+    limits_from_row,
+    missing_line,
+    partition_from_json,
+    partitions_json,
+    ranked_sql,
+    take_conditions,
+)
+from river_protocol.dialects.postgres.fragments import binder, job_rows, now_sql
+from river_protocol.dialects.postgres.jobs import _claim_filters, claim_set_sql
+from river_protocol.dialects.rows import Binder, pg_job_columns
+from river_protocol.errors import ValidationError
+from river_protocol.flow_control import (
+    SEQUENCE_HALT,
+    SEQUENCE_KEY,
+    SEQUENCE_WAIT_STATES,
+    PartitionConfig,
+    QueueLimits,
+    scan_size,
+)
+from river_protocol.flow_intents import (
+    BusiestPartitions,
+    ClaimLimitedJobs,
+    ListQueueLimits,
+    PartitionUsage,
+    QueueLimitRow,
+    SetQueueLimits,
+)
+from river_protocol.intents import Statement
+from river_protocol.job import JobRow
+
+
+def partition_sql(p: PartitionConfig, alias: str) -> str:
+    """The partition key of a row of ``river_job`` as text (JSON array of the kind and args)."""
+    parts = ([f"{alias}.kind"] if p.by_kind else []) + [f"{alias}.args -> '{a}'" for a in p.by_args]
+    return f"jsonb_build_array({', '.join(parts)})::text" if parts else "'[]'::text"
+
+
+def _lock(d: Any, intent: ClaimLimitedJobs) -> Plan[QueueLimits]:
+    queue = intent.claim.queue
+    rows = yield Statement(
+        f"SELECT {LIMIT_COLUMNS} FROM {d.prefix}river_py_queue_limit"
+        " WHERE queue = %s FOR UPDATE", (queue,))
+    if rows:
+        return limits_from_row(rows[0])
+    # No row (deleted by hand): the client's own limits, serialised on the queue's name.
+    yield Statement("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (f"river_py_claim:{d.prefix}{queue}",))
+    return intent.flow.limits
+
+
+def _sequence_sql(d: Any) -> str:
+    waits = ", ".join(f"'{s.value}'" for s in SEQUENCE_WAIT_STATES)
+    return f"""
+          AND NOT (j.metadata ? '{SEQUENCE_KEY}' AND EXISTS (
+              SELECT 1 FROM {d.prefix}river_job e
+              WHERE e.queue = j.queue AND e.id < j.id
+                AND e.metadata ->> '{SEQUENCE_KEY}' = j.metadata ->> '{SEQUENCE_KEY}'
+                AND (e.state IN ({waits}) OR (e.state IN ('cancelled', 'discarded')
+                     AND coalesce(j.metadata -> '{SEQUENCE_HALT}', '[]'::jsonb) ? e.state::text))))"""
+
+
+def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
+    claim, flow = intent.claim, intent.flow
+    if claim.limit <= 0:
+        return []
+    if claim.max_attempted_by < 1:
+        raise ValidationError("max_attempted_by must be at least 1")
+    limits = yield from _lock(d, intent)
+    rate = limits.rate_allowed is not None
+    now: datetime | None = claim.now
+    if rate and now is None:
+        # After the lock, so that start times are in the order the claims ran.
+        now = (yield Statement("SELECT clock_timestamp()"))[0][0]
+    t, b = d.prefix, binder()
+    ckey, rkey = flow.concurrency_partition, flow.rate_partition
+    sql = [f"""
+        WITH running AS (
+            SELECT {partition_sql(ckey, 'r')} AS pkey, count(*) AS n,
+                   count(*) FILTER (WHERE r.attempted_by[array_length(r.attempted_by, 1)]
+                                    = {b.p(claim.client_id)}::text) AS mine
+            FROM {t}river_job r
+            WHERE r.state = 'running' AND r.queue = {b.p(claim.queue)}::text
+            GROUP BY 1
+        )"""]
+    if rate:
+        sql.append(f""",
+        recent AS (
+            SELECT partition_key AS rkey, count(*) AS n FROM {t}river_py_job_start
+            WHERE queue = {b.p(claim.queue)}::text
+              AND started_at > {b.p(now)}::timestamptz
+                               - {b.p(limits.rate_period_ms)} * interval '1 millisecond'
+            GROUP BY 1
+        )""")
+    full = full_conditions(limits)
+    sql.append(f""",
+        candidates AS (
+            SELECT j.id, j.priority, j.scheduled_at, {partition_sql(ckey, 'j')} AS ckey,
+                   {partition_sql(rkey, 'j')} AS rkey
+            FROM {t}river_job j
+            WHERE state = 'available' AND queue = {b.p(claim.queue)}::text
+              AND scheduled_at <= {now_sql(b, claim.now)}{_claim_filters(b, claim)}""")
+    if full:
+        sql.append(f"""
+              AND NOT EXISTS (SELECT 1 FROM running WHERE running.pkey = {partition_sql(ckey, 'j')}
+                              AND ({' OR '.join(full)}))""")
+    if rate:
+        sql.append(f"""
+              AND NOT EXISTS (SELECT 1 FROM recent WHERE recent.rkey = {partition_sql(rkey, 'j')}
+                              AND recent.n >= {int(limits.rate_allowed or 0)})""")
+    if flow.sequences:
+        sql.append(_sequence_sql(d))
+    sql.append(f"""
+            ORDER BY {ORDER}
+            LIMIT {b.p(scan_size(claim.limit))}::integer
+        ),{ranked_sql(rate)},
+        chosen AS (
+            SELECT id, rkey FROM ranked
+            WHERE {take_conditions(limits)}
+            ORDER BY {ORDER}
+            LIMIT {b.p(claim.limit)}::integer
+        ),
+        updated AS (
+            UPDATE {t}river_job j
+            {claim_set_sql(b, claim)}
+            FROM chosen
+            WHERE j.id = chosen.id AND j.state = 'available'
+            RETURNING j.*, chosen.rkey AS py_rkey
+        )""")
+    if rate:
+        sql.append(f""",
+        pruned AS (
+            DELETE FROM {t}river_py_job_start
+            WHERE queue = {b.p(claim.queue)}::text
+              AND started_at <= {b.p(now)}::timestamptz
+                                - {b.p(limits.rate_period_ms)} * interval '1 millisecond'
+        ),
+        started AS (
+            INSERT INTO {t}river_py_job_start (queue, partition_key, started_at, job_id)
+            SELECT {b.p(claim.queue)}::text, py_rkey, {b.p(now)}::timestamptz, id FROM updated
+        )""")
+    sql.append(f"""
+        SELECT {pg_job_columns('updated')} FROM updated""")
+    rows = yield Statement("".join(sql), tuple(b.params), binary=True)
+    return job_rows(rows)
+
+
+def _table_exists(d: Any) -> Plan[bool]:
+    rows = yield Statement("SELECT to_regclass(%s) IS NOT NULL", (f"{d.prefix}river_py_queue_limit",))
+    return bool(rows[0][0])
+
+
+def _set_queue_limits(d: Any, intent: SetQueueLimits) -> Plan[None]:
+    if not (yield from _table_exists(d)):
+        raise missing_line(intent.queue)
+    lim, b = intent.limits, binder()
+    cpart, rpart = partitions_json(intent)
+    yield Statement(f"""
+        INSERT INTO {d.prefix}river_py_queue_limit AS l
+            (queue, global_limit, local_limit, rate_allowed, rate_period_ms,
+             concurrency_partition, rate_partition, updated_at)
+        VALUES ({b.p(intent.queue)}, {b.p(lim.global_limit)}::integer, {b.p(lim.local_limit)}::integer,
+                {b.p(lim.rate_allowed)}::integer, {b.p(lim.rate_period_ms)}::bigint,
+                {b.p(cpart)}::jsonb, {b.p(rpart)}::jsonb, now())
+{UPSERT_SET}
+    """, tuple(b.params), fetch=False)
+    return None
+
+
+def _list_queue_limits(d: Any, intent: ListQueueLimits) -> Plan[list[QueueLimitRow]]:
+    if not (yield from _table_exists(d)):
+        return []
+    rows = yield Statement(
+        "SELECT queue, global_limit, local_limit, rate_allowed, rate_period_ms,"
+        " concurrency_partition::text, rate_partition::text, updated_at"
+        f" FROM {d.prefix}river_py_queue_limit ORDER BY queue")
+    return [QueueLimitRow(r[0], limits_from_row(r[1:5]), partition_from_json(r[5]), partition_from_json(r[6]),
+                          r[7]) for r in rows]
+
+
+def _busiest(d: Any, intent: BusiestPartitions) -> Plan[list[PartitionUsage]]:
+    b: Binder = binder()
+    rows = yield Statement(f"""
+        SELECT {partition_sql(intent.partition, 'r')} AS pkey, count(*) AS n
+        FROM {d.prefix}river_job r
+        WHERE r.state = 'running' AND r.queue = {b.p(intent.queue)}::text
+        GROUP BY 1 ORDER BY n DESC, pkey LIMIT {b.p(intent.top)}::integer
+    """, tuple(b.params))
+    return [PartitionUsage(str(r[0]), int(r[1])) for r in rows]
+
+
+PLANNERS: dict[type, Planner] = {
+    ClaimLimitedJobs: _claim_limited,
+    SetQueueLimits: _set_queue_limits,
+    ListQueueLimits: _list_queue_limits,
+    BusiestPartitions: _busiest,
+}

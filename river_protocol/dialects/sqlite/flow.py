@@ -1,0 +1,194 @@
+"""SQLite plans for flow control (river_protocol.flow_control, whose docstring states the rule).
+
+The claim runs inside ``BEGIN IMMEDIATE``: it holds the database's write lock from its first
+statement, so limited claims of every process are serialised and each reads what the one
+before it committed. Start times are taken after the lock, so they are in claim order.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from river_protocol.dialects.base import Plan, Planner
+from river_protocol.dialects.flow_common import (
+    ORDER,
+    UPSERT_SET,
+    full_conditions,
+    limits_from_row,
+    missing_line,
+    partition_from_json,
+    partitions_json,
+    ranked_sql,
+    take_conditions,
+)
+from river_protocol.dialects.rows import SQLITE_DB_NOW
+from river_protocol.dialects.sqlite.fragments import JOB_COLUMNS, binder, job_rows, json_list, sqlite_time
+from river_protocol.dialects.sqlite.jobs import _claim_filters, claim_set_sql
+from river_protocol.errors import ValidationError
+from river_protocol.flow_control import (
+    SEQUENCE_HALT,
+    SEQUENCE_KEY,
+    SEQUENCE_WAIT_STATES,
+    PartitionConfig,
+    scan_size,
+)
+from river_protocol.flow_intents import (
+    BusiestPartitions,
+    ClaimLimitedJobs,
+    ListQueueLimits,
+    PartitionUsage,
+    QueueLimitRow,
+    SetQueueLimits,
+)
+from river_protocol.intents import Statement
+from river_protocol.job import JobRow
+
+
+def partition_sql(p: PartitionConfig, alias: str) -> str:
+    """The partition key of a row of ``river_job`` as text (JSON array of the kind and args)."""
+    parts = ([f"{alias}.kind"] if p.by_kind else []) + [f"{alias}.args -> '$.\"{a}\"'" for a in p.by_args]
+    return f"json_array({', '.join(parts)})" if parts else "'[]'"
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def _sequence_sql(d: Any) -> str:
+    waits = ", ".join(f"'{s.value}'" for s in SEQUENCE_WAIT_STATES)
+    return f"""
+          AND NOT (j.metadata ->> '$."{SEQUENCE_KEY}"' IS NOT NULL AND EXISTS (
+              SELECT 1 FROM {d.prefix}river_job e
+              WHERE e.queue = j.queue AND e.id < j.id
+                AND e.metadata ->> '$."{SEQUENCE_KEY}"' = j.metadata ->> '$."{SEQUENCE_KEY}"'
+                AND (e.state IN ({waits}) OR (e.state IN ('cancelled', 'discarded') AND EXISTS (
+                     SELECT 1 FROM json_each(j.metadata -> '$."{SEQUENCE_HALT}"') h
+                     WHERE h.value = e.state)))))"""
+
+
+def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
+    claim, flow = intent.claim, intent.flow
+    if claim.limit <= 0:
+        return []
+    if claim.max_attempted_by < 1:
+        raise ValidationError("max_attempted_by must be at least 1")
+    t = d.prefix
+    head = yield Statement(
+        f"SELECT {SQLITE_DB_NOW}, l.queue, l.global_limit, l.local_limit, l.rate_allowed, l.rate_period_ms"
+        f" FROM (SELECT 1) AS one LEFT JOIN {t}river_py_queue_limit l ON l.queue = ?", (claim.queue,))
+    limits = limits_from_row(head[0][2:6]) if head[0][1] is not None else flow.limits
+    now = claim.now or _time(head[0][0])
+    rate = limits.rate_allowed is not None
+    since = sqlite_time(now - limits.rate_period) if limits.rate_period is not None else None
+    b = binder()
+    ckey, rkey = flow.concurrency_partition, flow.rate_partition
+    sql = [f"""
+        WITH running AS (
+            SELECT {partition_sql(ckey, 'r')} AS pkey, count(*) AS n,
+                   count(*) FILTER (WHERE r.attempted_by ->> '$[#-1]' = {b.p(claim.client_id)}) AS mine
+            FROM {t}river_job r
+            WHERE r.state = 'running' AND r.queue = {b.p(claim.queue)}
+            GROUP BY 1
+        )"""]
+    if rate:
+        sql.append(f""",
+        recent AS (
+            SELECT partition_key AS rkey, count(*) AS n FROM {t}river_py_job_start
+            WHERE queue = {b.p(claim.queue)} AND started_at > {b.p(since)}
+            GROUP BY 1
+        )""")
+    full = full_conditions(limits)
+    sql.append(f""",
+        candidates AS (
+            SELECT j.id, j.priority, j.scheduled_at, {partition_sql(ckey, 'j')} AS ckey,
+                   {partition_sql(rkey, 'j')} AS rkey
+            FROM {t}river_job j
+            WHERE state = 'available' AND queue = {b.p(claim.queue)} AND priority >= 0
+              AND scheduled_at <= {b.p(sqlite_time(now))}{_claim_filters(b, claim)}""")
+    if full:
+        sql.append(f"""
+              AND NOT EXISTS (SELECT 1 FROM running WHERE running.pkey = {partition_sql(ckey, 'j')}
+                              AND ({' OR '.join(full)}))""")
+    if rate:
+        sql.append(f"""
+              AND NOT EXISTS (SELECT 1 FROM recent WHERE recent.rkey = {partition_sql(rkey, 'j')}
+                              AND recent.n >= {int(limits.rate_allowed or 0)})""")
+    if flow.sequences:
+        sql.append(_sequence_sql(d))
+    sql.append(f"""
+            ORDER BY {ORDER}
+            LIMIT {b.p(scan_size(claim.limit))}
+        ),{ranked_sql(rate)},
+        chosen AS (
+            SELECT id, rkey FROM ranked
+            WHERE {take_conditions(limits)}
+            ORDER BY {ORDER}
+            LIMIT {b.p(claim.limit)}
+        )
+        UPDATE {t}river_job
+        {claim_set_sql(b, claim)}
+        WHERE id IN (SELECT id FROM chosen) AND state = 'available'
+        RETURNING {JOB_COLUMNS}""")
+    rows = job_rows((yield Statement("".join(sql), tuple(b.params))))
+    if rate and rows:
+        yield Statement(f"DELETE FROM {t}river_py_job_start WHERE queue = ? AND started_at <= ?",
+                        (claim.queue, since), fetch=False)
+        yield Statement(
+            f"INSERT INTO {t}river_py_job_start (queue, partition_key, started_at, job_id)"
+            f" SELECT ?, {partition_sql(rkey, 'j')}, ?, j.id FROM {t}river_job j"
+            " WHERE j.id IN (SELECT value FROM json_each(?))",
+            (claim.queue, sqlite_time(now), json_list([r.id for r in rows])), fetch=False)
+    return rows
+
+
+def _table_exists(d: Any) -> Plan[bool]:
+    rows = yield Statement(
+        f"SELECT EXISTS (SELECT 1 FROM {d.prefix}sqlite_master"
+        " WHERE type = 'table' AND name = 'river_py_queue_limit')")
+    return bool(rows[0][0])
+
+
+def _set_queue_limits(d: Any, intent: SetQueueLimits) -> Plan[None]:
+    if not (yield from _table_exists(d)):
+        raise missing_line(intent.queue)
+    lim = intent.limits
+    cpart, rpart = partitions_json(intent)
+    yield Statement(f"""
+        INSERT INTO {d.prefix}river_py_queue_limit
+            (queue, global_limit, local_limit, rate_allowed, rate_period_ms,
+             concurrency_partition, rate_partition, updated_at)
+        VALUES (?, ?, ?, ?, ?, jsonb(?), jsonb(?), {SQLITE_DB_NOW})
+{UPSERT_SET}
+    """, (intent.queue, lim.global_limit, lim.local_limit, lim.rate_allowed, lim.rate_period_ms,
+          cpart, rpart), fetch=False)
+    return None
+
+
+def _list_queue_limits(d: Any, intent: ListQueueLimits) -> Plan[list[QueueLimitRow]]:
+    if not (yield from _table_exists(d)):
+        return []
+    rows = yield Statement(
+        "SELECT queue, global_limit, local_limit, rate_allowed, rate_period_ms,"
+        " json(concurrency_partition), json(rate_partition), updated_at"
+        f" FROM {d.prefix}river_py_queue_limit ORDER BY queue")
+    return [QueueLimitRow(r[0], limits_from_row(r[1:5]), partition_from_json(r[5]), partition_from_json(r[6]),
+                          _time(r[7])) for r in rows]
+
+
+def _busiest(d: Any, intent: BusiestPartitions) -> Plan[list[PartitionUsage]]:
+    rows = yield Statement(f"""
+        SELECT {partition_sql(intent.partition, 'r')} AS pkey, count(*) AS n
+        FROM {d.prefix}river_job r
+        WHERE r.state = 'running' AND r.queue = ?
+        GROUP BY 1 ORDER BY n DESC, pkey LIMIT ?
+    """, (intent.queue, intent.top))
+    return [PartitionUsage(str(r[0]), int(r[1])) for r in rows]
+
+
+PLANNERS: dict[type, Planner] = {
+    ClaimLimitedJobs: _claim_limited,
+    SetQueueLimits: _set_queue_limits,
+    ListQueueLimits: _list_queue_limits,
+    BusiestPartitions: _busiest,
+}

@@ -1,0 +1,67 @@
+"""The intents of flow control (river_protocol.flow_control): the limited claim, and the
+``river_py_queue_limit`` rows that hold each limited queue's limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from river_protocol.flow_control import FlowControl, PartitionConfig, QueueLimits
+from river_protocol.intents import ClaimJobs, Intent
+
+MIGRATE_HINT = "run `river migrate-up --line python`"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimLimitedJobs(Intent):
+    """``claim`` under ``flow``'s rule (flow_control's module docstring), serialised with every
+    other limited claim of the queue on the database. The limits are read from the queue's
+    ``river_py_queue_limit`` row inside the claim (``flow.limits`` when there is none), so a
+    change there holds from the next claim on. Result: the claimed ``JobRow`` list."""
+
+    claim: ClaimJobs
+    flow: FlowControl
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class SetQueueLimits(Intent):
+    """Write ``queue``'s limits (and, for display, its partitions) to ``river_py_queue_limit``.
+
+    Fails with a ``MigrationError`` naming the command when the ``python`` migration line is
+    not applied. Result: None."""
+
+    queue: str
+    limits: QueueLimits
+    concurrency_partition: PartitionConfig | None = None
+    rate_partition: PartitionConfig | None = None
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimitRow:
+    queue: str
+    limits: QueueLimits
+    concurrency_partition: PartitionConfig
+    rate_partition: PartitionConfig
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ListQueueLimits(Intent):
+    """Every ``river_py_queue_limit`` row (``[]`` when the python line is not applied)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionUsage:
+    key: str  # the partition's values as JSON text
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class BusiestPartitions(Intent):
+    """The ``top`` partitions of ``queue`` with the most running jobs, busiest first."""
+
+    queue: str
+    partition: PartitionConfig
+    top: int = 5

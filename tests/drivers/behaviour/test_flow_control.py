@@ -1,0 +1,108 @@
+"""Flow control on every client and both databases: a limited queue refuses to start without the
+python migration line, holds its concurrency limit per partition, and runs a sequence in order."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pytest
+from harness import Harness  # type: ignore[import-not-found]
+
+from behaviour.support import fast_client, wait_for_all
+from river_db.migrator import Migrator
+from river_protocol.errors import MigrationError
+from river_sync import (
+    ConcurrencyConfig,
+    EventKind,
+    InsertManyParams,
+    InsertOpts,
+    PartitionConfig,
+    QueueConfig,
+    SequenceOpts,
+)
+
+
+@dataclasses.dataclass
+class Call:
+    kind: ClassVar[str] = "partner_call"
+    customer: int = 0
+    n: int = 0
+
+
+LIMITED = QueueConfig(
+    max_workers=10, fetch_cooldown=timedelta(milliseconds=5), fetch_poll_interval=timedelta(milliseconds=50),
+    concurrency=ConcurrencyConfig(global_limit=2, partition=PartitionConfig(by_args=["customer"])),
+)
+SEQUENCED = QueueConfig(
+    max_workers=10, fetch_cooldown=timedelta(milliseconds=5), fetch_poll_interval=timedelta(milliseconds=50),
+    sequences=True,
+)
+
+
+class Meter:
+    """Running jobs per customer, and the most ever seen at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now: dict[int, int] = {}
+        self.peak: dict[int, int] = {}
+        self.order: list[tuple[int, int]] = []
+
+    def work(self, ctx: Any, args: Call) -> None:
+        with self.lock:
+            self.now[args.customer] = self.now.get(args.customer, 0) + 1
+            self.peak[args.customer] = max(self.peak.get(args.customer, 0), self.now[args.customer])
+            self.order.append((args.customer, args.n))
+        time.sleep(0.01)  # long enough for the other slots to be claimed meanwhile
+        with self.lock:
+            self.now[args.customer] -= 1
+
+
+def test_limited_queue_refuses_to_start_without_the_python_line(h: Harness, client_db_url: str) -> None:
+    meter = Meter()
+    client = fast_client(h, client_db_url, h.workers(meter.work, Call, threaded=True),
+                         queues={"default": LIMITED})
+    with pytest.raises(MigrationError, match=r"`river migrate-up --line python`"):
+        client.start()
+
+
+def _python_line(url: str) -> None:
+    with Migrator(url, line="python") as m:
+        m.migrate_up()
+
+
+def test_global_limit_holds_per_partition(h: Harness, client_db_url: str) -> None:
+    _python_line(client_db_url)
+    meter = Meter()
+    client = fast_client(h, client_db_url, h.workers(meter.work, Call, threaded=True),
+                         queues={"default": LIMITED})
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with client:
+        jobs = client.insert_many(
+            [InsertManyParams(Call(customer=c, n=i)) for i in range(6) for c in (1, 2, 3)])
+        wait_for_all(sub, [r.job.id for r in jobs])
+    assert len(meter.order) == 18
+    assert max(meter.peak.values()) <= 2
+    # Another partition's jobs were not held behind a full one: some customer reached its limit
+    # while the others ran too.
+    assert set(meter.peak) == {1, 2, 3}
+
+
+def test_sequence_runs_one_at_a_time_in_insert_order(h: Harness, client_db_url: str) -> None:
+    _python_line(client_db_url)
+    meter = Meter()
+    client = fast_client(h, client_db_url, h.workers(meter.work, Call, threaded=True),
+                         queues={"default": SEQUENCED})
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    seq = InsertOpts(sequence=SequenceOpts(by_args=["customer"]))
+    with client:
+        jobs = client.insert_many(
+            [InsertManyParams(Call(customer=c, n=i), seq) for i in range(5) for c in (1, 2)])
+        wait_for_all(sub, [r.job.id for r in jobs])
+    assert meter.peak == {1: 1, 2: 1}
+    for customer in (1, 2):
+        assert [n for c, n in meter.order if c == customer] == [0, 1, 2, 3, 4]
