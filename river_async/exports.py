@@ -1,8 +1,9 @@
-"""The names ``river_trio`` and ``river_asyncio`` both export, as the same objects.
+"""River's client on Postgres or SQLite: the names every driver package exports.
 
-Each driver package adds its own ``Client`` (this list less the one class bound
-to an event loop) and ``testing``; everything else is shared, so the two
-packages cannot drift apart (``tests/test_parity.py`` checks they don't).
+``river_sync``, the threaded driver (one thread per job), is this module as
+generated for threads; ``river_trio`` and ``river_asyncio`` export the same
+objects and add their own ``Client`` (bound to their event loop) and
+``testing``, so the packages cannot drift apart.
 """
 
 from river_async.context import CancellationToken, WorkContext
@@ -54,11 +55,16 @@ from river_protocol.unique import UniqueOpts
 from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled, WorkOutcome
 from river_protocol.workers import Workers
 
-Database = AsyncDatabase  # river_sync's name for the same role
+if True:  # ASYNC
+    Database = AsyncDatabase  # river_sync's name for the same role
+else:
+    from river_async.client import Client
+    from river_db.version import package_version
+
+    __version__ = package_version()
 
 __all__ = [
     "NO_LOG",
-    "AsyncDatabase",
     "AttemptError",
     "Cancel",
     "CancelCause",
@@ -119,3 +125,7 @@ __all__ = [
     "run_until_signalled",
     "transaction",
 ]
+if True:  # ASYNC
+    __all__ += ["AsyncDatabase"]
+else:
+    __all__ += ["Client"]

@@ -37,6 +37,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("river_async/admin.py", "river_sync/admin.py"),
     ("river_async/context.py", "river_sync/context.py"),
     ("river_async/events.py", "river_sync/events.py"),
+    ("river_async/exports.py", "river_sync/__init__.py"),
     ("river_async/leadership.py", "river_sync/leadership.py"),
     ("river_async/transactions.py", "river_sync/transactions.py"),
     ("river_async/testing/__init__.py", "river_sync/testing/__init__.py"),
