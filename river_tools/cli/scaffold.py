@@ -10,6 +10,7 @@ module's registry) inserts into a migrated SQLite database and works the job at 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import keyword
 import re
@@ -22,19 +23,18 @@ from river_protocol.options import validate_kind, validate_queue_name
 from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-# This project's own top-level modules (a worker module of the same name would shadow one).
-_RESERVED = frozenset({
-    "river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
-    "river_tools", "river_otel", "conformance", "tests", "conftest",
-})
+# Names a worker module must not take though they may not be importable from here: the
+# repository's own top-level directories, and pytest's conftest. Every importable module
+# (the standard library, each river_* package, anything installed) is refused as well.
+_RESERVED = frozenset({"conformance", "tests", "conftest"})
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "new-worker", help="Scaffold a worker module and its test",
         description="Write NAME.py (an args dataclass and a worker function registered on a "
-        "Workers registry) and test_NAME.py (a pytest test calling the worker directly). Existing "
-        "files are never overwritten.",
+        "Workers registry) and test_NAME.py (pytest tests using river_sync.testing's work_once and "
+        "the river plugin's river_inline_client). Existing files are never overwritten.",
     )
     p.add_argument("name", metavar="NAME",
                    help="module name in snake_case, e.g. send_email (also the job kind)")
@@ -54,7 +54,7 @@ def check_name(name: str) -> None:
         raise UsageError(
             f"invalid worker name {name!r}: names starting with 'test' would be collected as tests"
         )
-    if name in sys.stdlib_module_names or name in _RESERVED:
+    if name in sys.stdlib_module_names or name in _RESERVED or importlib.util.find_spec(name) is not None:
         raise UsageError(f"worker name {name!r} would shadow the module of the same name; "
                          f"choose another, e.g. {name}_worker")
 

@@ -115,6 +115,7 @@ def test_refuses_to_overwrite(capsys: pytest.CaptureFixture[str], tmp_path: Path
     ("river_sync", [], "shadow"),
     ("river_async", [], "shadow"),
     ("river_asyncio", [], "shadow"),
+    ("psycopg", [], "shadow"),  # an installed package: importing the worker module would shadow it
     ("ok_name", ["--queue", "bad queue!"], "queue"),
     ("ok_name", ["--kind", "x"], "kind"),
 ])
