@@ -34,6 +34,7 @@ from river_db.client_support import (
     ClientStats,
     accepts_triggers,
     election_config,
+    producer_stats,
     report_completer_output,
     report_producer_output,
 )
@@ -255,22 +256,49 @@ class ClientBase:
         return int(self._leadership.terms)
 
     def stats(self) -> ClientStats:
-        """Runs in progress, and those that passed their timeout or got stuck (``river_db.job_runs``)."""
+        """Runs in progress, those that passed their timeout or got stuck (``river_db.job_runs``),
+        and each queue's producer: alive or not, and when it last fetched (``ProducerStats``).
+
+        Safe to call from another thread than the client's (a health endpoint's).
+        """
         with self._guard:
-            return self._runs.stats()
+            stats = self._runs.stats()
+            # A copy: a queue may be added meanwhile.
+            runners = sorted(list(self._producers.items()), key=_first)
+        stats.producers = tuple(producer_stats(queue, runner) for queue, runner in runners)
+        return stats
+
+    @property
+    def middleware(self) -> tuple[Callable[..., Any], ...]:
+        """The work middleware given (``middleware=`` or ``configure``), outermost first."""
+        return self._middleware[1:]
+
+    @property
+    def insert_middleware(self) -> tuple[Callable[..., Any], ...]:
+        """The insert middleware given (``insert_middleware=`` or ``configure``), outermost first."""
+        return self._insert_middleware
 
     def configure(
         self,
         *,
         queues: Mapping[str, QueueConfig] | None = None,
         tag_filter: TagFilter | None = None,
+        middleware: Sequence[Callable[..., Any]] | None = None,
+        insert_middleware: Sequence[Callable[..., Any]] | None = None,
     ) -> None:
-        """Change the queues this client works, or its claim tag filter, before it starts (no I/O)."""
+        """Change the queues this client works, its claim tag filter, or its work and insert
+        middleware (replacing those given), before it starts (no I/O)."""
         with self._guard:
             if self._lifecycle.state is not ClientState.NEW:
                 raise RiverError(f"a client can only be configured before it starts; it is {self.state}")
-            self._core.reconfigure(queues=queues, tag_filter=tag_filter)
-            self._reconfigured()
+            if queues is not None or tag_filter is not None:
+                self._core.reconfigure(queues=queues, tag_filter=tag_filter)
+                self._reconfigured()
+            if middleware is not None:
+                self._middleware = (type(self)._outermost, *middleware)
+            if insert_middleware is not None:
+                self._insert_middleware = tuple(insert_middleware)
+                self._leadership.insert_middleware = self._insert_middleware
 
     # ---------------------------------------------------------------- routing
 
@@ -393,6 +421,10 @@ def log_run_line(logger: logging.Logger, line: RunLogLine, error: BaseException 
     """Hand a run's log line to ``logging``: the only thing a client does with it."""
     logger.log(line.level, line.message, *line.args, extra=line.extra,
                exc_info=error if line.traceback else None)
+
+
+def _first(item: tuple[str, Any]) -> str:
+    return item[0]
 
 
 def queue_still_busy(name: str, timeout: float | None) -> TimeoutError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from river_db.events import Event
@@ -19,12 +20,61 @@ from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.producer import ProducerOutput
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerStats:
+    """One queue's producer: whether it is alive (started, fetching, its task or thread running)
+    and when its last claim answered (None: none yet)."""
+
+    queue: str
+    state: str  # the producer machine's state: new, starting, running, stopping, stopped
+    alive: bool
+    paused: bool
+    last_fetched_at: datetime | None
+    claim_failures: int  # claims failed in a row since the last that answered
+
+
 @dataclass(slots=True)
 class ClientStats:
     running: int = 0
     timed_out: int = 0  # runs whose token was set by their job timeout
     stuck: int = 0  # runs still going 10 s after their timeout
     stuck_now: int = 0  # of those, still running now
+    producers: tuple[ProducerStats, ...] = ()  # one per queue worked, by queue name
+
+
+def producer_stats(queue: str, runner: Any) -> ProducerStats:
+    """``runner``'s producer as seen now; read from any thread (it only reads attributes)."""
+    machine = runner.machine
+    state = machine.state.value
+    running = runner.started and not runner.done.is_set()
+    return ProducerStats(
+        queue=queue, state=state, alive=running and state == "running", paused=bool(machine.paused),
+        last_fetched_at=machine.last_fetched_at, claim_failures=machine.claim_failures,
+    )
+
+
+def health_report(client_state: str, stats: ClientStats, now: datetime) -> tuple[bool, dict[str, Any]]:
+    """Whether a worker process is healthy, and the JSON-ready report saying why.
+
+    Healthy: the client has started and every producer is alive. A paused queue or one with
+    every slot taken does not fetch, so how long ago a producer last fetched is reported
+    for the reader to judge, never judged here.
+    """
+    producers = [
+        {
+            "queue": p.queue, "state": p.state, "alive": p.alive, "paused": p.paused,
+            "last_fetched_at": p.last_fetched_at.isoformat() if p.last_fetched_at is not None else None,
+            "seconds_since_fetch": (round((now - p.last_fetched_at).total_seconds(), 3)
+                                    if p.last_fetched_at is not None else None),
+            "claim_failures": p.claim_failures,
+        }
+        for p in stats.producers
+    ]
+    healthy = client_state == "started" and all(p.alive for p in stats.producers)
+    return healthy, {
+        "status": "ok" if healthy else "failing", "client_state": client_state,
+        "running_jobs": stats.running, "producers": producers,
+    }
 
 
 def election_config(value: bool | LeaderElectionConfig) -> LeaderElectionConfig | None:

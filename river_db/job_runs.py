@@ -78,7 +78,8 @@ class RunTable:
     def stats(self) -> ClientStats:
         return ClientStats(
             running=len(self._runs), timed_out=self.timed_out, stuck=self.stuck,
-            stuck_now=sum(1 for r in self._runs.values() if r.stuck),
+            # A copy first: a health check reads this from another thread than an async client's.
+            stuck_now=sum(1 for r in list(self._runs.values()) if r.stuck),
         )
 
     def timeout_reached(self, run: JobRun) -> bool:

@@ -14,7 +14,6 @@ starts a new trace; a run never inherits whatever context its thread last had.
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -26,10 +25,9 @@ from opentelemetry.context import Context
 from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from river_protocol.errors import ValidationError
 from river_protocol.intents import InsertParams, InsertResult
 from river_protocol.job import JobRow
-from river_protocol.middleware import outcome_label, with_metadata
+from river_protocol.middleware import insert_outcomes, outcome_label, refuse_awaitable, with_metadata
 
 METADATA_KEY = "river_py:otel"
 INSTRUMENTATION_NAME = "river_otel"
@@ -159,14 +157,7 @@ class OtelMiddleware:
     def _count_inserts(
         self, params: Sequence[InsertParams], results: Sequence[InsertResult] | None, seconds: float
     ) -> None:
-        counts: dict[tuple[str, str, str], int] = {}
-        for index, p in enumerate(params):
-            if results is None:
-                outcome = "error"
-            else:
-                outcome = "duplicate" if results[index].unique_skipped_as_duplicate else "inserted"
-            key = (p.kind, p.queue, outcome)
-            counts[key] = counts.get(key, 0) + 1
+        counts = insert_outcomes(params, results)
         # Each (kind, queue) of a batch waited the whole batch's time.
         status = "error" if results is None else "ok"
         for kind, queue in dict.fromkeys((k, q) for k, q, _ in counts):
@@ -242,10 +233,4 @@ def _record_error(span: trace.Span, exc: BaseException) -> None:
 
 
 def _refuse_awaitable(value: Any, used: str, instead: str) -> None:
-    if inspect.isawaitable(value):
-        close = getattr(value, "close", None)
-        if callable(close):
-            close()  # never awaited: don't leave a "coroutine was never awaited" warning behind
-        raise ValidationError(
-            f"OtelMiddleware.{used} is river_sync's middleware; give river_trio OtelMiddleware.{instead}"
-        )
+    refuse_awaitable(value, "OtelMiddleware", used, instead)

@@ -192,6 +192,26 @@ def count_by_state(counts: Mapping[tuple[JobState, str, str], int]) -> dict[JobS
     return out
 
 
+def count_by_queue_and_state(
+    counts: Mapping[tuple[JobState, str, str], int],
+) -> dict[tuple[str, JobState], int]:
+    """``CountJobs`` rows summed per (queue, state), every state present for each queue seen."""
+    out: dict[tuple[str, JobState], int] = {}
+    for queue in sorted({queue for _state, queue, _kind in counts}):
+        out.update(dict.fromkeys(((queue, state) for state in JobState), 0))
+    for (state, queue, _kind), n in counts.items():
+        out[(queue, state)] += n
+    return out
+
+
+def oldest_age_seconds(job: JobRow, now: datetime) -> float:
+    """How long an available ``job`` has waited since it was scheduled (never negative: a clock
+    behind the database's reads a job scheduled a moment ago as not yet due)."""
+    if job.scheduled_at is None:  # never for a stored row; a hand-built JobRow may lack it
+        return 0.0
+    return max(0.0, (now - job.scheduled_at).total_seconds())
+
+
 # ---------------------------------------------------------------- job changes
 
 

@@ -16,12 +16,13 @@ completer will write.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from river_protocol.errors import ValidationError
-from river_protocol.intents import InsertJobs, InsertParams
+from river_protocol.intents import InsertJobs, InsertParams, InsertResult
 from river_protocol.job import JobRow
 from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Interrupted, Outcome, Snooze
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result
@@ -105,3 +106,31 @@ def outcome_label(
         case Failed():
             return "discard" if job.attempt >= job.max_attempts else "error"
     raise AssertionError(outcome)  # pragma: no cover - Outcome is a closed union
+
+
+def insert_outcomes(
+    params: Sequence[InsertParams], results: Sequence[InsertResult] | None
+) -> dict[tuple[str, str, str], int]:
+    """Rows of one insert counted by (kind, queue, outcome): ``inserted``, ``duplicate`` (a unique
+    job found already there), or ``error`` for every row when the insert raised (``results`` None)."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for index, p in enumerate(params):
+        if results is None:
+            outcome = "error"
+        else:
+            outcome = "duplicate" if results[index].unique_skipped_as_duplicate else "inserted"
+        key = (p.kind, p.queue, outcome)
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def refuse_awaitable(value: Any, owner: str, used: str, instead: str) -> None:
+    """Refuse a sync middleware (``owner.used``) given an async client's ``call_next``: its answer is
+    an awaitable the sync middleware can't wait for; the async twin (``owner.instead``) can."""
+    if inspect.isawaitable(value):
+        close = getattr(value, "close", None)
+        if callable(close):
+            close()  # never awaited: don't leave a "coroutine was never awaited" warning behind
+        raise ValidationError(
+            f"{owner}.{used} is river_sync's middleware; give river_trio {owner}.{instead}"
+        )

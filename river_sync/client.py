@@ -260,6 +260,8 @@ class Client(ClientBase):
     _completer: MachineRunner | None
 
     def _bind_database(self, database: Any, schema: str | None) -> str:
+        self._database_arg = database  # as river_async keeps it: what `river work` reads its URL from
+        self._schema_arg = schema
         self._db, self._owns_db = _open_database(database, schema)
         return self._db.dialect.name
 

@@ -13,6 +13,8 @@
 - ``river_ui`` (the web dashboard) stands on one client, the threaded ``river_sync`` (see
   ``river_ui.app`` for why), with ``river_protocol`` and ``river_db``; nothing but the tools
   imports it;
+- ``river_prometheus`` (the Prometheus middleware and collectors) imports neither driver nor the
+  tools nor ``river_otel``: of what is not ours, ``prometheus_client`` and AnyIO (its ASGI app);
 - ``river_tools`` may import anything.
 
 Checked twice: statically over every import statement (also inside functions and
@@ -32,18 +34,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ("river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
-        "river_tools", "river_otel", "river_ui", "conformance")
+        "river_tools", "river_otel", "river_ui", "river_prometheus", "conformance")
 CLIENTS = ("river_sync", "river_async", "river_trio", "river_asyncio")
+ADDONS = ("river_otel", "river_ui", "river_prometheus")  # below the tools, nothing imports them
 
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "river_protocol": (*CLIENTS, "river_db", "river_tools", "river_otel", "river_ui", "conformance"),
-    "river_db": (*CLIENTS, "river_tools", "river_otel", "river_ui"),
-    "river_sync": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_ui"),
-    "river_async": ("river_sync", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_ui"),
-    "river_trio": ("river_sync", "river_asyncio", "river_tools", "river_otel", "river_ui"),
-    "river_asyncio": ("river_sync", "river_trio", "river_tools", "river_otel", "river_ui"),
-    "river_otel": (*CLIENTS, "river_tools", "river_ui", "conformance"),
-    "river_ui": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "conformance"),
+    "river_protocol": (*CLIENTS, "river_db", "river_tools", *ADDONS, "conformance"),
+    "river_db": (*CLIENTS, "river_tools", *ADDONS),
+    "river_sync": ("river_async", "river_trio", "river_asyncio", "river_tools", *ADDONS),
+    "river_async": ("river_sync", "river_trio", "river_asyncio", "river_tools", *ADDONS),
+    "river_trio": ("river_sync", "river_asyncio", "river_tools", *ADDONS),
+    "river_asyncio": ("river_sync", "river_trio", "river_tools", *ADDONS),
+    "river_otel": (*CLIENTS, "river_tools", "river_ui", "river_prometheus", "conformance"),
+    "river_ui": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_prometheus",
+                 "conformance"),
+    "river_prometheus": (*CLIENTS, "river_tools", "river_otel", "river_ui", "conformance"),
 }
 
 
@@ -119,7 +124,7 @@ LOADED = textwrap.dedent(
 
 
 @pytest.mark.parametrize("package", ["river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
-                                     "river_otel", "river_ui"])
+                                     "river_otel", "river_ui", "river_prometheus"])
 def test_importing_a_package_loads_nothing_it_must_not_use(package: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", LOADED, package, *FORBIDDEN[package]],

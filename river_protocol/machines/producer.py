@@ -316,6 +316,8 @@ class Producer(Machine):
         self._claimed_since: datetime | None = None
         self._claimed_last_ids: frozenset[int] = frozenset()
         self._reconcile_pending = False
+        # When the last claim answered (rows or none): a health check's "when did it last fetch".
+        self.last_fetched_at: datetime | None = None
 
     # ---------------------------------------------------------------- views
 
@@ -326,6 +328,11 @@ class Producer(Machine):
     @property
     def running_job_ids(self) -> frozenset[int]:
         return frozenset(self._running)
+
+    @property
+    def claim_failures(self) -> int:
+        """Claims that failed in a row since the last one that answered."""
+        return self._claim_failures
 
     @property
     def claim_in_flight(self) -> ClaimJobs | None:
@@ -472,6 +479,7 @@ class Producer(Machine):
 
     def _on_claimed(self, event: IntentSucceeded, now: datetime) -> None:
         self._claim_failures = 0
+        self.last_fetched_at = now
         rows = tuple(event.result or ())
         if len(rows) > self._claim_limit:
             raise ProtocolError(f"claim returned {len(rows)} rows for a limit of {self._claim_limit}")

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
@@ -40,7 +40,7 @@ from river_protocol.errors import RiverError, ValidationError
 from river_sync.client import Client
 from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
 from river_tools import async_runner
-from river_tools.cli.main import EXIT_OK, UsageError, UserCodeFailed, is_driver_error
+from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError, UserCodeFailed, is_driver_error
 from river_tools.gc_tuning import tuned_for_worker
 
 log = logging.getLogger("river.work")
@@ -74,6 +74,19 @@ def register(sub: Any) -> None:
     p.add_argument("--processes", type=_positive, default=1, metavar="N",
                    help="run N worker processes, each with its own client, under a supervisor that passes "
                    "stop signals on and restarts a process that dies (default: 1, no supervisor)")
+    p.add_argument("--metrics-port", type=_port, metavar="PORT",
+                   help="serve Prometheus metrics at http://HOST:PORT/metrics (and /healthz) while working: "
+                   "this process's runs and inserts, and the database's job counts (needs the prometheus "
+                   "extra; 0 picks a free port)")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="the address --metrics-port and --health-port listen on (default: 127.0.0.1, "
+                   "this machine only; 0.0.0.0 for every interface)")
+    p.add_argument("--metrics-cache", type=_seconds, default=5.0, metavar="SECONDS",
+                   help="how long one read of the database's job counts serves scrapes (default: 5; "
+                   "many scrapers then cost the database one count per interval)")
+    p.add_argument("--health-port", type=_port, metavar="PORT",
+                   help="serve http://HOST:PORT/healthz: 200 while the client has started and every "
+                   "producer is alive, else 503; a JSON report of each producer and when it last fetched")
     p.add_argument("--default-gc", action="store_true",
                    help="leave the garbage collector as Python sets it (by default the worker freezes what "
                    "startup allocated and collects the young generation less often)")
@@ -85,6 +98,26 @@ def _names(text: str) -> tuple[str, ...]:
     if not names:
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of names, got {text!r}")
     return names
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -268,6 +301,7 @@ def cmd_work(args: argparse.Namespace) -> int:
         _check_loop(args, backend)
         if args.processes > 1:
             _close_unawaited(made)
+            _check_endpoints_with_processes(args)
             return _supervise(args, None)  # each child awaits the factory; a bad one exits 2 there
         return _work_async(args, made, backend)
     client = made
@@ -281,15 +315,88 @@ def cmd_work(args: argparse.Namespace) -> int:
         raise UsageError(f"{flag}: {args.target} is a river_sync client, which runs on threads")
     queues = worked_queues(client, args)
     if args.processes > 1:
+        _check_endpoints_with_processes(args)
         return _supervise(args, client)
     if async_runner.is_async_client(client):
         return _work_async(args, client, backend)
     ready = configure_for_work(client, args, queues)
-    with tuned_for_worker(not args.default_gc), _EarlySignals() as early:
+    with tuned_for_worker(not args.default_gc), _EarlySignals() as early, http_endpoints(client, args):
         threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready", daemon=True).start()
         how = run_until_signalled(client)
     log.info("stopped (%s stop)", how)
     return EXIT_OK
+
+
+# ---------------------------------------------------------------- /metrics and /healthz
+
+
+def _check_endpoints_with_processes(args: argparse.Namespace) -> None:
+    for flag in ("metrics_port", "health_port"):
+        if getattr(args, flag) is not None:
+            raise UsageError(f"--{flag.replace('_', '-')} serves one process: with --processes N each "
+                             "process would need a port of its own; run N `river work` processes instead")
+
+
+def database_url_of(client: Any, args: argparse.Namespace) -> str | None:
+    """The URL of ``client``'s database: ``--database-url``, else the URL or path it was built
+    from (None: it was given a pool, an engine or a connection)."""
+    if args.database_url:
+        return str(args.database_url)
+    given = getattr(client, "_database_arg", None)
+    return str(given) if isinstance(given, (str, Path)) else None
+
+
+def instrument(client: Any, args: argparse.Namespace) -> Any:
+    """A ``river_prometheus.RiverMetrics`` counting ``client``'s runs and inserts (its middleware,
+    outermost), and reading the database's job counts at scrape time when its URL is known."""
+    try:
+        from river_prometheus import RiverMetrics
+    except ModuleNotFoundError as exc:
+        raise UsageError(f"--metrics-port needs prometheus_client ({exc}): "
+                         "pip install 'river-python[prometheus]'") from None
+    metrics = RiverMetrics()
+    client.configure(**metrics.middleware_for(client, asynchronous=async_runner.is_async_client(client)))
+    url = database_url_of(client, args)
+    if url is None:
+        log.warning("metrics: the database's job counts are off: the client was given no URL; "
+                    "pass --database-url to read them")
+        return metrics
+    try:
+        metrics.watch_database(url, schema=args.schema or getattr(client, "_schema_arg", None),
+                               cache_seconds=args.metrics_cache)
+    except ValidationError as exc:
+        log.warning("metrics: the database's job counts are off: %s", exc)
+    return metrics
+
+
+@contextmanager
+def http_endpoints(client: Any, args: argparse.Namespace) -> Iterator[None]:
+    """Serve ``--metrics-port`` (``/metrics`` and ``/healthz``) and ``--health-port`` (``/healthz``)
+    for the block; ``client`` has not started yet (its metrics middleware goes in first)."""
+    from river_tools.endpoints import client_health, health_app, routes_app, serve
+
+    ports: dict[int, dict[str, Any]] = {}
+    health = health_app(client_health(client))
+    if args.metrics_port is not None:
+        from river_prometheus import make_wsgi_app
+
+        metrics = instrument(client, args)
+        ports.setdefault(args.metrics_port, {}).update({"/metrics": make_wsgi_app(metrics.registry),
+                                                         "/healthz": health})
+    if args.health_port is not None:
+        ports.setdefault(args.health_port, {})["/healthz"] = health
+    with ExitStack() as stack:
+        for port, routes in ports.items():
+            name = "metrics" if "/metrics" in routes else "health"
+            try:
+                server = serve(routes_app(routes), args.metrics_host, port, name=name)
+                host, bound = stack.enter_context(server)
+            except OSError as exc:
+                reason = exc.strerror or exc
+                raise CommandFailed(f"cannot listen on {args.metrics_host}:{port}: {reason}") from None
+            where = f"[{host}]" if ":" in host else host
+            log.info("serving %s at http://%s:%d", " and ".join(sorted(routes)), where, bound)
+        yield
 
 
 def _check_loop(args: argparse.Namespace, backend: str) -> None:
@@ -338,8 +445,10 @@ def _work_async(args: argparse.Namespace, made: Any, backend: str) -> int:
             except ValidationError as exc:  # as for a plain factory: the client's settings are input
                 raise UsageError(f"{args.target}: {exc}") from exc
         ready = configure_for_work(client, args, worked_queues(client, args))
-        threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready", daemon=True).start()
-        return await async_runner.run_until_signalled(client)
+        with http_endpoints(client, args):
+            threading.Thread(target=early.hand_over, args=(ready,), name="river-work-ready",
+                             daemon=True).start()
+            return await async_runner.run_until_signalled(client)
 
     with tuned_for_worker(not args.default_gc), _EarlySignals() as early:
         try:
@@ -426,6 +535,7 @@ def child_command(args: argparse.Namespace) -> list[str]:
         argv += ["--backend", args.backend]
     if getattr(args, "loop", "default") != "default":
         argv += ["--loop", args.loop]
+    # --metrics-port and --health-port are refused with --processes (_check_endpoints_with_processes).
     return argv
 
 

@@ -8,6 +8,7 @@ follows the process through its output lines, never by sleeping.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import queue
 import signal
@@ -15,6 +16,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from river_db.migrator import Migrator
 from river_protocol.claim_filters import TagFilter
@@ -699,3 +703,90 @@ def test_river_work_process_prints_the_traceback_of_the_users_module(crash_dir: 
     assert proc.returncode == 1
     assert 'crash_on_import.py", line 5, in helper' in proc.stderr
     assert proc.stderr.rstrip().endswith("ZeroDivisionError: division by zero")
+
+
+# ---------------------------------------------------------------- --metrics-port and --health-port
+
+
+def http_get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=WAIT) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def samples(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    status, text = http_get(url)
+    assert status == 200, text
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def served_at(worker: WorkerProcess, what: str) -> str:
+    line = worker.expect(f"serving {what} at http://", "err")
+    return line.rsplit(" at ", 1)[1]
+
+
+def test_metrics_port_serves_counters_that_move_as_jobs_run(
+    app_dir: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    inserter = Client(sqlite_url)
+    try:
+        worker = start(processes, app_dir, sqlite_url, "work_app:client", "--metrics-port", "0",
+                       "--metrics-cache", "0")
+        base = served_at(worker, "/healthz and /metrics")
+        assert base.startswith("http://127.0.0.1:")  # loopback unless --metrics-host says otherwise
+        worked = ("river_jobs_worked_total", frozenset({("kind", "quick"), ("queue", "default"),
+                                                        ("outcome", "completed")}))
+        runs = ("river_job_run_duration_seconds_count", frozenset({("kind", "quick")}))
+        before = samples(f"{base}/metrics")
+        assert before.get(worked, 0) == 0 and before.get(runs, 0) == 0
+        assert before[("river_database_up", frozenset())] == 1
+
+        ids = [inserter.insert(Quick(n)).job.id for n in range(3)]
+        for job_id in ids:
+            worker.expect(f"done {job_id}")
+        completed = ("river_jobs", frozenset({("queue", "default"), ("state", "completed")}))
+        deadline = time.monotonic() + WAIT
+        while (after := samples(f"{base}/metrics")).get(completed, 0) < 3:  # the completer batches
+            assert time.monotonic() < deadline, after
+            time.sleep(0.05)
+        assert after[worked] == 3 and after[runs] == 3
+        assert after[("river_jobs_running", frozenset({("queue", "default")}))] == 0
+        assert after[("river_jobs", frozenset({("queue", "default"), ("state", "available")}))] == 0
+
+        status, text = http_get(f"{base}/healthz")
+        assert status == 200, text
+        report = json.loads(text)
+        assert report["status"] == "ok" and report["client_state"] == "started"
+        assert {p["queue"]: p["alive"] for p in report["producers"]} == {"default": True, "other": True}
+        assert all(p["last_fetched_at"] is not None for p in report["producers"])
+        assert http_get(f"{base}/nothing")[0] == 404
+    finally:
+        inserter.stop()
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_code() == 0
+
+
+def test_health_port_serves_healthz_alone(
+    app_dir: Path, sqlite_url: str, processes: list[WorkerProcess]
+) -> None:
+    worker = start(processes, app_dir, sqlite_url, "work_app:client", "--health-port", "0")
+    base = served_at(worker, "/healthz")
+    worker.expect("working ", "err")
+    deadline = time.monotonic() + WAIT
+    while (answer := http_get(f"{base}/healthz"))[0] != 200:  # producers start after "working"
+        assert time.monotonic() < deadline, answer
+        time.sleep(0.05)
+    assert json.loads(answer[1])["status"] == "ok"
+    assert http_get(f"{base}/metrics")[0] == 404
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_code() == 0
+
+
+def test_metrics_flags_are_refused_with_processes(
+    app_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["work", f"{app_module}:client", "--processes", "2", "--metrics-port", "0"]) == 2
+    assert "--metrics-port serves one process" in capsys.readouterr().err
