@@ -37,6 +37,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "river_tools.cli.queues",
     "river_tools.cli.bench",
     "river_tools.cli.work",
+    "river_tools.cli.health",
     "river_tools.cli.scaffold",
 )
 
