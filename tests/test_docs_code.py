@@ -145,6 +145,19 @@ with worker.subscribe([EventKind.JOB_COMPLETED]) as done, worker, inserter:  # t
 print("checked")
 """),
     "docs/guides/unique-jobs.md": Page(prints=(r"True True",)),
+    "docs/guides/metrics.md": Page(
+        prints=(r"runs completed here: 1; completed jobs in the database: [12]", "checked"),
+        check="""
+from fastapi.testclient import TestClient
+
+with TestClient(app) as http:
+    scraped = http.get("/metrics/")
+    assert scraped.status_code == 200, scraped.text
+    line = 'river_jobs_worked_total{kind="send_report",outcome="completed",queue="default"} 1.0'
+    assert line in scraped.text, scraped.text
+assert callable(prometheus_metrics)
+print("checked")
+"""),
     "docs/guides/periodic-jobs.md": Page(prints=(r"heartbeat \(job \d+\)",)),
     "docs/guides/opentelemetry.md": Page(
         prints=("checked",),
