@@ -15,7 +15,7 @@ starts a new trace; a run never inherits whatever context its thread last had.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from river_protocol.intents import InsertParams, InsertResult
 from river_protocol.job import JobRow
-from river_protocol.middleware import insert_outcomes, outcome_label, refuse_awaitable, with_metadata
+from river_protocol.middleware import ClientMiddleware, insert_outcomes, outcome_label, with_metadata
 
 METADATA_KEY = "river_py:otel"
 INSTRUMENTATION_NAME = "river_otel"
@@ -38,11 +38,8 @@ SYSTEM = "river"
 # only errors (snoozed and interrupted runs come back, and are no errors either).
 _ERROR_OUTCOMES = frozenset({"error", "discard", "cancel"})
 
-InsertNext = Callable[[Sequence[InsertParams]], list[InsertResult]]
-AsyncInsertNext = Callable[[Sequence[InsertParams]], Awaitable[list[InsertResult]]]
 
-
-class OtelMiddleware:
+class OtelMiddleware(ClientMiddleware):
     """Producer spans on insert, consumer spans on work, a duration histogram and a counter for each.
 
     ``tracer_provider``/``meter_provider``/``propagator`` default to the global ones
@@ -69,42 +66,6 @@ class OtelMiddleware:
             "river.work.duration", unit="s", description="Duration of one job run"
         )
         self.work_count = meter.create_counter("river.work.count", unit="{job}", description="Job runs")
-
-    # ---------------------------------------------------------------- river_sync
-
-    def insert_many(self, params: Sequence[InsertParams], call_next: InsertNext) -> list[InsertResult]:
-        """``river_sync.Client(insert_middleware=[otel.insert_many])``."""
-        with self._inserting(params) as (carried, finish):
-            results = call_next(carried)
-            _refuse_awaitable(results, "insert_many", "insert_many_async")
-            finish(results)
-            return results
-
-    def work(self, ctx: Any, args: Any, call_next: Callable[[Any, Any], Any]) -> Any:
-        """``river_sync.Client(middleware=[otel.work])``."""
-        with self._working(ctx) as finish:
-            result = call_next(ctx, args)
-            _refuse_awaitable(result, "work", "work_async")
-            finish(result)
-            return result
-
-    # ---------------------------------------------------------------- river_trio
-
-    async def insert_many_async(
-        self, params: Sequence[InsertParams], call_next: AsyncInsertNext
-    ) -> list[InsertResult]:
-        """``river_trio.Client(insert_middleware=[otel.insert_many_async])``."""
-        with self._inserting(params) as (carried, finish):
-            results = await call_next(carried)
-            finish(results)
-            return results
-
-    async def work_async(self, ctx: Any, args: Any, call_next: Callable[[Any, Any], Awaitable[Any]]) -> Any:
-        """``river_trio.Client(middleware=[otel.work_async])``."""
-        with self._working(ctx) as finish:
-            result = await call_next(ctx, args)
-            finish(result)
-            return result
 
     # ---------------------------------------------------------------- shared
 
@@ -230,7 +191,3 @@ def _record_error(span: trace.Span, exc: BaseException) -> None:
     span.record_exception(exc)
     span.set_attribute("error.type", type(exc).__qualname__)
     span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-
-
-def _refuse_awaitable(value: Any, used: str, instead: str) -> None:
-    refuse_awaitable(value, "OtelMiddleware", used, instead)

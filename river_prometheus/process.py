@@ -3,13 +3,13 @@
 ``RiverMetrics.work``/``insert_many`` are ``river_sync``'s middleware,
 ``work_async``/``insert_many_async`` those of ``river_trio`` and ``river_asyncio``;
 all four count through the same collectors and differ only in how they wait for
-``call_next`` (as ``river_otel.OtelMiddleware`` does).
+``call_next`` (``river_protocol.middleware.ClientMiddleware``, shared with ``river_otel``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,16 +18,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from river_prometheus.database import DatabaseCollector
 from river_protocol.intents import InsertParams, InsertResult
 from river_protocol.job import JobRow
-from river_protocol.middleware import insert_outcomes, outcome_label, refuse_awaitable
+from river_protocol.middleware import ClientMiddleware, InsertFinish, insert_outcomes, outcome_label
 
 # Seconds: from a few milliseconds (most jobs) to River's default job timeout (one minute) and past it.
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
-InsertNext = Callable[[Sequence[InsertParams]], list[InsertResult]]
-AsyncInsertNext = Callable[[Sequence[InsertParams]], Awaitable[list[InsertResult]]]
 
-
-class RiverMetrics:
+class RiverMetrics(ClientMiddleware):
     """Counters of the jobs this process worked and inserted, in ``registry``.
 
     ``registry`` defaults to a new ``CollectorRegistry``, never prometheus_client's global
@@ -75,42 +72,6 @@ class RiverMetrics:
         self.registry.register(collector)
         return collector
 
-    # ---------------------------------------------------------------- river_sync
-
-    def work(self, ctx: Any, args: Any, call_next: Callable[[Any, Any], Any]) -> Any:
-        """``river_sync.Client(middleware=[metrics.work])``."""
-        with self._working(ctx) as finish:
-            result = call_next(ctx, args)
-            refuse_awaitable(result, "RiverMetrics", "work", "work_async")
-            finish(result)
-            return result
-
-    def insert_many(self, params: Sequence[InsertParams], call_next: InsertNext) -> list[InsertResult]:
-        """``river_sync.Client(insert_middleware=[metrics.insert_many])``."""
-        with self._inserting(params) as finish:
-            results = call_next(params)
-            refuse_awaitable(results, "RiverMetrics", "insert_many", "insert_many_async")
-            finish(results)
-            return results
-
-    # ---------------------------------------------------------------- river_trio, river_asyncio
-
-    async def work_async(self, ctx: Any, args: Any, call_next: Callable[[Any, Any], Awaitable[Any]]) -> Any:
-        """``river_trio.Client(middleware=[metrics.work_async])`` (river_asyncio too)."""
-        with self._working(ctx) as finish:
-            result = await call_next(ctx, args)
-            finish(result)
-            return result
-
-    async def insert_many_async(
-        self, params: Sequence[InsertParams], call_next: AsyncInsertNext
-    ) -> list[InsertResult]:
-        """``river_trio.Client(insert_middleware=[metrics.insert_many_async])`` (river_asyncio too)."""
-        with self._inserting(params) as finish:
-            results = await call_next(params)
-            finish(results)
-            return results
-
     def middleware_for(self, client: Any, *, asynchronous: bool) -> dict[str, tuple[Callable[..., Any], ...]]:
         """``client``'s middleware with this one's outermost, for ``client.configure(**...)``:
         instruments a client built elsewhere (``river work --metrics-port``) before it starts."""
@@ -145,10 +106,10 @@ class RiverMetrics:
     @contextmanager
     def _inserting(
         self, params: Sequence[InsertParams]
-    ) -> Iterator[Callable[[Sequence[InsertResult]], None]]:
+    ) -> Iterator[tuple[Sequence[InsertParams], InsertFinish]]:
         done: list[Sequence[InsertResult]] = []
         try:
-            yield done.append
+            yield params, done.append
         finally:
             for (kind, queue, outcome), n in insert_outcomes(params, done[0] if done else None).items():
                 self.jobs_inserted.labels(kind, queue, outcome).inc(n)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from river_protocol.errors import ValidationError
@@ -134,3 +135,59 @@ def refuse_awaitable(value: Any, owner: str, used: str, instead: str) -> None:
         raise ValidationError(
             f"{owner}.{used} is river_sync's middleware; give river_trio {owner}.{instead}"
         )
+
+
+InsertNext = Callable[[Sequence[InsertParams]], list[InsertResult]]
+AsyncInsertNext = Callable[[Sequence[InsertParams]], Awaitable[list[InsertResult]]]
+InsertFinish = Callable[[Sequence[InsertResult]], None]
+
+
+class ClientMiddleware:
+    """A middleware serving every client: ``work``/``insert_many`` for ``river_sync``,
+    ``work_async``/``insert_many_async`` for ``river_trio`` and ``river_asyncio``.
+
+    A subclass says what happens around a run (``_working``: a context manager given the
+    run's context, yielding the function to call with the worker's result) and around an
+    insert (``_inserting``: yielding the rows to pass on and the function to call with the
+    results); the four entry points differ only in how they wait for ``call_next``.
+    """
+
+    def _working(self, ctx: Any) -> AbstractContextManager[Callable[[Any], None]]:
+        raise NotImplementedError
+
+    def _inserting(
+        self, params: Sequence[InsertParams]
+    ) -> AbstractContextManager[tuple[Sequence[InsertParams], InsertFinish]]:
+        raise NotImplementedError
+
+    def work(self, ctx: Any, args: Any, call_next: Callable[[Any, Any], Any]) -> Any:
+        """``river_sync.Client(middleware=[this.work])``."""
+        with self._working(ctx) as finish:
+            result = call_next(ctx, args)
+            refuse_awaitable(result, type(self).__name__, "work", "work_async")
+            finish(result)
+            return result
+
+    def insert_many(self, params: Sequence[InsertParams], call_next: InsertNext) -> list[InsertResult]:
+        """``river_sync.Client(insert_middleware=[this.insert_many])``."""
+        with self._inserting(params) as (carried, finish):
+            results = call_next(carried)
+            refuse_awaitable(results, type(self).__name__, "insert_many", "insert_many_async")
+            finish(results)
+            return results
+
+    async def work_async(self, ctx: Any, args: Any, call_next: Callable[[Any, Any], Awaitable[Any]]) -> Any:
+        """``river_trio.Client(middleware=[this.work_async])``, and river_asyncio's."""
+        with self._working(ctx) as finish:
+            result = await call_next(ctx, args)
+            finish(result)
+            return result
+
+    async def insert_many_async(
+        self, params: Sequence[InsertParams], call_next: AsyncInsertNext
+    ) -> list[InsertResult]:
+        """``river_trio.Client(insert_middleware=[this.insert_many_async])``, and river_asyncio's."""
+        with self._inserting(params) as (carried, finish):
+            results = await call_next(carried)
+            finish(results)
+            return results

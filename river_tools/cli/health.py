@@ -31,6 +31,7 @@ from river_tools.cli.main import (
     add_line_flag,
     database_url,
     is_driver_error,
+    number_type,
 )
 from river_tools.cli.output import print_json
 
@@ -68,14 +69,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=cmd_health)
 
 
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
+_timeout = number_type(float, expected="a number of seconds", low=0, above=True)
 
 
 def check_health(url: str, *, schema: str | None = None, line: str = "main",

@@ -86,6 +86,27 @@ def add_line_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def number_type(
+    convert: Callable[[str], Any], *, expected: str, low: float, high: float | None = None,
+    above: bool = False,
+) -> Callable[[str], Any]:
+    """An argparse ``type=``: ``convert(text)`` within [low, high] (``above``: more than ``low``)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if above and not value > low:
+            raise argparse.ArgumentTypeError(f"must be more than {low:g}, got {text}")
+        if not value >= low or (high is not None and not value <= high):
+            where = f"from {low:g} to {high:g}" if high is not None else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"must be {where}, got {text}")
+        return value
+
+    return parse
+
+
 def database_url(args: argparse.Namespace) -> str:
     """The database URL a command works on, checked before anything is opened or created."""
     url = str(args.database_url or default_database_url())

@@ -40,7 +40,14 @@ from river_protocol.errors import RiverError, ValidationError
 from river_sync.client import Client
 from river_sync.signals import DEFAULT_SIGNALS, run_until_signalled
 from river_tools import async_runner
-from river_tools.cli.main import EXIT_OK, CommandFailed, UsageError, UserCodeFailed, is_driver_error
+from river_tools.cli.main import (
+    EXIT_OK,
+    CommandFailed,
+    UsageError,
+    UserCodeFailed,
+    is_driver_error,
+    number_type,
+)
 from river_tools.gc_tuning import tuned_for_worker
 
 log = logging.getLogger("river.work")
@@ -100,34 +107,9 @@ def _names(text: str) -> tuple[str, ...]:
     return names
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+_port = number_type(int, expected="a port number", low=0, high=65535)
+_seconds = number_type(float, expected="a number of seconds", low=0)
+_positive = number_type(int, expected="a whole number", low=1)
 
 
 # ---------------------------------------------------------------- loading the client
