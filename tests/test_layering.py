@@ -46,8 +46,8 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "river_trio": ("river_sync", "river_asyncio", "river_tools", *ADDONS),
     "river_asyncio": ("river_sync", "river_trio", "river_tools", *ADDONS),
     "river_otel": (*CLIENTS, "river_tools", "river_ui", "river_prometheus", "conformance"),
-    "river_ui": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_prometheus",
-                 "conformance"),
+    "river_ui": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel",
+                 "river_prometheus", "conformance"),
     "river_prometheus": (*CLIENTS, "river_tools", "river_otel", "river_ui", "conformance"),
 }
 
