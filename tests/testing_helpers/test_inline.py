@@ -101,6 +101,11 @@ def test_inline_client_borrows_a_client(client_db_url: str) -> None:
         assert require_inserted(client, Task).id == result.job.id
     with pytest.raises(ValidationError, match=r"needs a river_sync\.Client"):
         inline_client(object())  # type: ignore[arg-type]
+    import river_trio
+
+    # Another driver's client is refused too: its insert and run are coroutines.
+    with pytest.raises(ValidationError, match=r"needs a river_sync\.Client"):
+        inline_client(river_trio.Client(client_db_url, workers=_workers(log)))  # type: ignore[arg-type]
 
 
 def test_transaction_mode(client_db_url: str) -> None:
