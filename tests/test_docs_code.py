@@ -210,6 +210,40 @@ assert require_inserted(client, SendReceiptArgs, args=SendReceiptArgs(order_id=o
 client.close()
 print("checked")
 """),
+    "docs/guides/flow-control.md": Page(
+        prints=("checked",),
+        # The page's fragments leave the args class (defined in its last block, used before it),
+        # the workers and the URL to the reader; the client is built, not started (starting needs
+        # the python migration line, which the test's databases do not have).
+        setup="""
+from dataclasses import dataclass
+from typing import ClassVar
+
+from river_sync import InsertOpts, SequenceOpts, Workers
+
+
+@dataclass
+class ChargeCustomer:
+    kind: ClassVar[str] = "charge_customer"
+    customer_id: int
+    cents: int
+
+
+workers = Workers()
+
+
+@workers.job(ChargeCustomer)
+def charge_customer(ctx, args):
+    pass
+""",
+        check="""
+job = client.jobs.list(kinds=["charge_customer"]).jobs[-1]
+assert job.queue == "billing" and "river_py:sequence" in job.metadata, job
+opts = ChargeCustomer(customer_id=7, cents=1).insert_opts()
+assert list(opts.sequence.by_args) == ["customer_id"]
+client.close()
+print("checked")
+"""),
     "docs/guides/testing.md": Page(pytest_passed=5),
 }
 
