@@ -1,12 +1,15 @@
-"""river_sync and river_trio mirror each other name for name (issue 8.4); river_trio and river_asyncio
-match with no difference at all (one implementation, river_async, bound to two event loops).
+"""river_sync's hand-written modules and their river_async twins mirror each other name for name
+(issue 8.4); river_trio and river_asyncio match with no difference at all (one implementation,
+river_async, bound to two event loops).
 
-For every mirrored pair, the public names (``dir`` without a leading
-underscore, plus the context-manager and iteration protocols) and each
-callable's parameters (names, kinds, defaults) must match, ``async def`` and
-``def`` counting as the same. The only differences allowed are the ones in
-``ALLOWED_DIFFERENCES``, each with its reason; an entry that no longer
-matches a real difference fails too, so the table cannot go stale.
+The rest of river_sync is generated from river_async (tools/async_to_sync.py, checked by
+tests/test_generated_sync.py), so it cannot drift; this file compares only what is still
+written twice: the client, its database handle and the signal loop. For each pair, the
+public names (``dir`` without a leading underscore, plus the context-manager and iteration
+protocols) and each callable's parameters (names, kinds, defaults) must match, ``async def``
+and ``def`` counting as the same. The only differences allowed are the ones in
+``ALLOWED_DIFFERENCES``, each with its reason; an entry that no longer matches a real
+difference fails too, so the table cannot go stale.
 """
 
 from __future__ import annotations
@@ -22,10 +25,7 @@ import pytest
 import river_asyncio
 import river_asyncio.testing
 import river_sync
-import river_sync.admin
-import river_sync.testing
 import river_trio
-import river_trio.admin
 import river_trio.testing
 
 # Protocol methods compared besides the public names: which way a user enters, iterates and builds one.
@@ -55,16 +55,7 @@ ALLOWED_DIFFERENCES: tuple[Allowed, ...] = (
     Allowed("Database", "__exit__", "__aexit__", "with / async with"),
     Allowed("Database", "close", "aclose", "trio's async close is aclose(), by trio's naming"),
     Allowed("Database", None, "limiter", "trio's thread limiter sized to the pool; threads need none"),
-    Allowed("InlineClient", "__enter__", "__aenter__", "with / async with"),
-    Allowed("InlineClient", "__exit__", "__aexit__", "with / async with"),
-    Allowed("InlineClient", "close", "aclose", "trio's async close is aclose(), by trio's naming"),
-    Allowed("Subscription", "__iter__", "__aiter__", "for / async for"),
-    Allowed("Subscription", None, "__anext__", "async for needs __anext__; sync __iter__ is a generator"),
-    Allowed("Subscription", None, "__aenter__", "trio's is also an async context manager"),
-    Allowed("Subscription", None, "__aexit__", "trio's is also an async context manager"),
-    Allowed("CancellationToken", None, "scope", "trio cancels an async worker's cancel scope with the token"),
     Allowed("run_until_signalled", None, "(task_status)", "trio's runs under nursery.start"),
-    Allowed("river_trio.__all__", None, "AsyncDatabase", "trio's Database under its own name too"),
 )
 
 
@@ -199,20 +190,8 @@ def _covers(rule: Allowed, s: str | None, t: str | None, found: Found) -> bool:
 
 PAIRS: dict[str, tuple[Any, Any]] = {
     "Client": (river_sync.Client, river_trio.Client),
-    "JobsAPI": (river_sync.admin.JobsAPI, river_trio.admin.JobsAPI),
-    "QueuesAPI": (river_sync.admin.QueuesAPI, river_trio.admin.QueuesAPI),
     "Database": (river_sync.Database, river_trio.Database),
-    "Subscription": (river_sync.Subscription, river_trio.Subscription),
-    "WorkContext": (river_sync.WorkContext, river_trio.WorkContext),
-    "CancellationToken": (river_sync.CancellationToken, river_trio.CancellationToken),
-    "InlineClient": (river_sync.testing.InlineClient, river_trio.testing.InlineClient),
-    **{name: (getattr(river_sync.testing, name), getattr(river_trio.testing, name))
-       for name in ("require_inserted", "require_many_inserted", "require_not_inserted", "work_once",
-                    "work_with_client", "inline_client", "build_job")},
-    "transaction": (river_sync.transaction, river_trio.transaction),
     "run_until_signalled": (river_sync.run_until_signalled, river_trio.run_until_signalled),
-    "river_trio.__all__": (river_sync.__all__, river_trio.__all__),
-    "river_trio.testing.__all__": (river_sync.testing.__all__, river_trio.testing.__all__),
 }
 
 
@@ -226,19 +205,13 @@ def test_mirrored_pair_matches_but_for_the_allowed_differences(pair: str) -> Non
 
 
 def test_instances_carry_the_same_public_attributes(tmp_path: Path) -> None:
-    # What __init__ sets (client.jobs, sub.dropped...) is not in dir(class); compare built ones.
+    # What __init__ sets (client.jobs, client.queues...) is not in dir(class); compare built ones.
     sync_client = river_sync.Client(tmp_path / "parity.db")
     trio_client = river_trio.Client(tmp_path / "parity.db")
     try:
-        pairs = [
-            (sync_client, trio_client),
-            (sync_client.subscribe(), trio_client.subscribe()),
-            (river_sync.CancellationToken(), river_trio.CancellationToken()),
-        ]
-        for sync_obj, trio_obj in pairs:
-            sync_attrs = {n for n in dir(sync_obj) if not n.startswith("_")} - set(surface(type(sync_obj)))
-            trio_attrs = {n for n in dir(trio_obj) if not n.startswith("_")} - set(surface(type(trio_obj)))
-            assert sync_attrs == trio_attrs, type(sync_obj).__qualname__
+        sync_attrs = {n for n in dir(sync_client) if not n.startswith("_")} - set(surface(river_sync.Client))
+        trio_attrs = {n for n in dir(trio_client) if not n.startswith("_")} - set(surface(river_trio.Client))
+        assert sync_attrs == trio_attrs
     finally:
         sync_client.stop()
 
@@ -246,14 +219,6 @@ def test_instances_carry_the_same_public_attributes(tmp_path: Path) -> None:
 def test_every_allowed_difference_names_a_known_pair_and_a_reason() -> None:
     for rule in ALLOWED_DIFFERENCES:
         assert rule.pair in PAIRS and rule.reason.strip() and (rule.sync or rule.trio)
-
-
-def test_same_named_exports_are_the_same_object_where_nothing_waits() -> None:
-    # Values, errors and pure helpers are shared, not copied: one definition serves both drivers.
-    waits = {"Client", "Database", "CancellationToken", "Subscription", "WorkContext", "Migrator",
-             "run_until_signalled", "transaction"}
-    for name in set(river_sync.__all__) - waits:
-        assert getattr(river_sync, name) is getattr(river_trio, name), name
 
 
 # ---------------------------------------------------------------- trio and asyncio: no differences
