@@ -11,7 +11,7 @@ from river_async.database import AsyncDatabase
 from river_async.events import Event, Subscription
 from river_async.signals import run_until_signalled
 from river_async.transactions import transaction
-from river_db.client_support import ClientStats
+from river_db.client_support import ClientStats, ProducerStats
 from river_db.events import SubscriptionTimeoutError
 from river_db.migrator import Migrator
 from river_protocol.admin import JobPage, JobRunningError, QueueAlreadyAddedError, QueueNotAddedError
@@ -100,6 +100,7 @@ __all__ = [
     "Migrator",
     "PartitionConfig",
     "PeriodicJob",
+    "ProducerStats",
     "QueueAlreadyAddedError",
     "QueueConfig",
     "QueueLimits",

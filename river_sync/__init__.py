@@ -8,7 +8,7 @@ objects and add their own ``Client`` (bound to their event loop) and
 ``testing``, so the packages cannot drift apart.
 """
 
-from river_db.client_support import ClientStats
+from river_db.client_support import ClientStats, ProducerStats
 from river_db.events import SubscriptionTimeoutError
 from river_db.migrator import Migrator
 from river_db.version import package_version
@@ -98,6 +98,7 @@ __all__ = [
     "Migrator",
     "PartitionConfig",
     "PeriodicJob",
+    "ProducerStats",
     "QueueAlreadyAddedError",
     "QueueConfig",
     "QueueLimits",

@@ -791,3 +791,38 @@ def test_metrics_flags_are_refused_with_processes(
 ) -> None:
     assert main(["work", f"{app_module}:client", "--processes", "2", "--metrics-port", "0"]) == 2
     assert "--metrics-port serves one process" in capsys.readouterr().err
+
+
+def test_database_url_of_prefers_the_flag_then_what_the_client_was_given(sqlite_url: str) -> None:
+    def ns(url: str | None = None) -> argparse.Namespace:
+        return argparse.Namespace(database_url=url)
+
+    from river_tools.cli.work import database_url_of
+
+    client = Client(sqlite_url)
+    path_client = Client(Path(sqlite_url.removeprefix("sqlite://")))
+    try:
+        assert database_url_of(client, ns()) == sqlite_url
+        assert database_url_of(client, ns("postgresql://elsewhere/db")) == "postgresql://elsewhere/db"
+        assert database_url_of(path_client, ns()) == sqlite_url.removeprefix("sqlite://")
+        assert database_url_of(object(), ns()) is None  # a client built on a pool or a connection
+    finally:
+        client.stop()
+        path_client.stop()
+
+
+def test_metrics_without_a_database_url_log_that_the_counts_are_off(
+    sqlite_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from river_tools.cli.work import instrument
+
+    client = Client(sqlite_url)
+    client._database_arg = object()  # as a client given a connection pool
+    try:
+        with caplog.at_level("WARNING", logger="river.work"):
+            args = argparse.Namespace(database_url=None, schema=None, metrics_cache=5.0)
+            metrics = instrument(client, args)
+        assert "job counts are off: the client was given no URL" in caplog.text
+        assert client.middleware == (metrics.work,) and client.insert_middleware == (metrics.insert_many,)
+    finally:
+        client.stop()

@@ -538,3 +538,25 @@ def test_sole_exception() -> None:
     error = ValueError("x")
     assert sole_exception(ExceptionGroup("a", [ExceptionGroup("b", [error])])) is error
     assert sole_exception(ExceptionGroup("a", [error, KeyError("y")])) is None
+
+
+@pytest.mark.parametrize("target", ["asyncio_app:amake_client", "trio_app:client"])
+def test_metrics_port_counts_an_async_clients_runs(
+    app_dir: Path, sqlite_url: str, processes: list[WorkerProcess], target: str
+) -> None:
+    worker = start(processes, app_dir, sqlite_url, target, "--metrics-port", "0", "--metrics-cache", "0")
+    base = sync_work.served_at(worker, "/healthz and /metrics")
+    writer = Client(sqlite_url)
+    try:
+        ids = [writer.insert(Quick(n)).job.id for n in range(2)]
+    finally:
+        writer.stop()
+    for job_id in ids:
+        worker.expect(f"done {job_id}")
+    worked = ("river_jobs_worked_total", frozenset({("kind", "quick"), ("queue", "default"),
+                                                    ("outcome", "completed")}))
+    scraped = sync_work.samples(f"{base}/metrics")
+    assert scraped[worked] == 2  # counted by the async middleware around each run
+    assert scraped[("river_database_up", frozenset())] == 1
+    worker.signal(signal.SIGTERM)
+    assert worker.exit_code() == 0
