@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -555,8 +556,12 @@ def test_metrics_port_counts_an_async_clients_runs(
         worker.expect(f"done {job_id}")
     worked = ("river_jobs_worked_total", frozenset({("kind", "quick"), ("queue", "default"),
                                                     ("outcome", "completed")}))
-    scraped = sync_work.samples(f"{base}/metrics")
-    assert scraped[worked] == 2  # counted by the async middleware around each run
+    # Counted by the async middleware once each run returns, a moment after its line is printed.
+    deadline = time.monotonic() + sync_work.WAIT
+    while (scraped := sync_work.samples(f"{base}/metrics")).get(worked, 0) < 2:
+        assert time.monotonic() < deadline, scraped
+        time.sleep(0.02)
+    assert scraped[worked] == 2
     assert scraped[("river_database_up", frozenset())] == 1
     worker.signal(signal.SIGTERM)
     assert worker.exit_code() == 0
