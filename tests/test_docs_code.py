@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.drivers.test_client_support import client_db_url_fixture, migrated_pg_fixture  # noqa: F401
+from tests.drivers.test_client_support import migrated_pg_fixture  # noqa: F401  (the _migrated_pg fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_PAGES = sorted(

@@ -85,6 +85,14 @@ def test_each_client_shows_its_whole_constructor_and_no_testing_seams(site: Path
     assert "testing_" not in text
 
 
+def test_the_home_page_shows_install_and_a_first_job_and_the_design_page_the_packages(site: Path) -> None:
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert "There is no published package yet" in home and "A first job" in home
+    assert "<th>may import</th>" not in home  # the package table lives on the design page
+    design = page(site, "design")
+    assert "<th>may import</th>" in design and "<code>river_protocol</code>" in design
+
+
 def test_included_files_and_diagrams_render(site: Path) -> None:
     changelog = page(site, "changelog")
     assert "0.1.0" in changelog and "Keep a Changelog" in changelog
