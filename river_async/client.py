@@ -426,6 +426,7 @@ class Client(ClientBase):
         ``insert_many``). Tasks with deps wait in ``pending`` until their deps complete."""
         workflow_id, tasks, plan = self._core.plan_workflow(workflow, type(self)._clock())
         results = await self._insert_planned(plan, tx)
+        self._grown(workflow, workflow_id, tx)
         return WorkflowInsertResult(workflow_id, workflow.name, dict(zip(tasks, results, strict=True)))
 
     async def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:

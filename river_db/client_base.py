@@ -345,6 +345,13 @@ class ClientBase:
         if out.stopped and self._completer is not None:
             self._completer.finish()
 
+    def _grown(self, workflow: Any, workflow_id: str, tx: Any) -> None:
+        """Tasks added to a workflow that already has rows may depend on tasks already final:
+        promote now rather than at the leader's next sweep (a caller's ``tx`` may not have
+        committed yet: then the sweep, or the running task's own completion, does it)."""
+        if workflow.existing and tx is None and self._promoter is not None:
+            self._promoter.post(TasksFinalized((workflow_id,)))
+
     def _on_promoter_output(self, out: PromoterOutput) -> None:
         if out.error is not None:
             self._log.info("river: promoting workflow tasks failed (the leader's sweep will): %s", out.error)

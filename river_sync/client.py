@@ -326,6 +326,7 @@ class Client(ClientBase):
         with self._lock:
             workflow_id, tasks, plan = self._core.plan_workflow(workflow, utcnow())
         results = self._insert_planned(plan, tx)
+        self._grown(workflow, workflow_id, tx)
         return WorkflowInsertResult(workflow_id, workflow.name, dict(zip(tasks, results, strict=True)))
 
     def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:

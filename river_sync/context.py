@@ -27,9 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from river_db.resumable import UNSET
 from river_db.work_context import WorkContextBase
-from river_protocol.intents import SetStateIfRunning
+from river_protocol.errors import JobNotFoundError, ValidationError
+from river_protocol.intents import ListWorkflowTasks, SetStateIfRunning
 from river_protocol.job import JobRow
+from river_protocol.metadata_keys import OUTPUT
+from river_protocol.states import JobState
 from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
+from river_protocol.workflow import TaskInfo, Workflow, task_info, task_name, wait_outcome
 from river_sync.runner import utcnow
 
 if TYPE_CHECKING:
@@ -93,6 +97,71 @@ class CancellationToken:
             raise WorkCancelled(cause)
 
 
+class TaskWorkflow:
+    """``ctx.workflow``: the workflow of the running task, its deps' outputs, and a way to grow it."""
+
+    def __init__(self, ctx: WorkContext, info: TaskInfo) -> None:
+        self._ctx = ctx
+        self.info = info
+
+    @property
+    def id(self) -> str:
+        return self.info.workflow_id
+
+    @property
+    def name(self) -> str:
+        return self.info.workflow_name
+
+    @property
+    def task(self) -> str:
+        """This task's name."""
+        return self.info.task
+
+    @property
+    def deps(self) -> tuple[str, ...]:
+        return self.info.deps
+
+    def tasks(self, names: tuple[str, ...] | None = None) -> dict[str, JobRow]:
+        """The workflow's rows by task name (only ``names`` when given)."""
+        db = self._ctx.client.database
+        rows = db.run(ListWorkflowTasks(self.id, names), readonly=True)
+        return {info.task: row for row in rows if (info := task_info(row.metadata)) is not None}
+
+    def output(self, task: str) -> Any:
+        """The output ``task`` recorded (``ctx.record_output``; None when it recorded none).
+
+        Raises ``JobNotFoundError`` for a task the workflow does not have, and
+        ``WorkflowTaskFailedError`` / ``ValidationError`` when it did not complete.
+        """
+        rows = self.tasks((task,))
+        if task not in rows:
+            raise JobNotFoundError(f"workflow {self.id} has no task {task!r}")
+        return _output_of(rows[task])
+
+    def outputs(self, tasks: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """Every dep's output by task name (a fan-in's inputs), or those of ``tasks``.
+        A dep that ended cancelled or discarded (accepted by ``ignore_*_deps``) is left out."""
+        names = self.deps if tasks is None else tuple(tasks)
+        rows = self.tasks(names)
+        return {name: _output_of(rows[name]) for name in names
+                if name in rows and rows[name].state is JobState.COMPLETED}
+
+    def extend(self) -> Workflow:
+        """A builder for tasks to add to this workflow (``client.insert_workflow`` it, with
+        ``tx=`` if it must commit with something else): new tasks may depend on tasks
+        already in the workflow, by name, this one included."""
+        return Workflow(self.name, id=self.id, existing=self.tasks())
+
+
+def _output_of(row: JobRow) -> Any:
+    outcome = wait_outcome(row)
+    if isinstance(outcome, BaseException):
+        raise outcome
+    if outcome is None:
+        raise ValidationError(f"task {task_name(row)!r} has not completed (it is {row.state.value})")
+    return row.metadata.get(OUTPUT)
+
+
 class WorkContext(WorkContextBase):
     """Per-run context: the job row, decoded args, the client and the cancellation token.
 
@@ -103,6 +172,14 @@ class WorkContext(WorkContextBase):
 
     client: Client
     token: CancellationToken
+
+    @property
+    def workflow(self) -> TaskWorkflow:
+        """The workflow this job is a task of; ``ValidationError`` for a job outside any workflow."""
+        info = task_info(self.job.metadata)
+        if info is None:
+            raise ValidationError(f"job {self.job.id} ({self.job.kind}) is not a workflow task")
+        return TaskWorkflow(self, info)
 
     def complete_in(self, tx: Any) -> JobRow | None:
         """Mark this job completed inside the caller's transaction ``tx`` (docs/protocol.md §7.5).

@@ -180,3 +180,73 @@ def test_workflow_wait_is_shared_and_wakes_on_own_completions(h: Harness, client
         rows = [client.wait_job(i, timeout=WAIT) for i in ids]
     assert [r.id for r in rows] == ids and {r.state for r in rows} == {JobState.COMPLETED}
     assert wait_until(lambda: len(order) == 5, "five jobs worked")
+
+
+@dataclasses.dataclass
+class Calc:
+    kind: ClassVar[str] = "wf_calc"
+    op: str = ""
+    n: int = 0
+
+
+def _calc_workers(h: Harness) -> Any:
+    """part: outputs n; sum: adds its deps' outputs; report: reads 'sum' by name; plan: grows the
+    workflow by n parts and a sum over them, all after itself."""
+    def work(ctx: Any, args: Calc) -> None:
+        flow = ctx.workflow
+        if args.op == "part":
+            ctx.record_output(args.n)
+        elif args.op == "sum":
+            outputs = h.call(flow.outputs)
+            ctx.record_output({"total": sum(outputs.values()), "from": sorted(outputs)})
+        elif args.op == "report":
+            ctx.record_output({"sum": h.call(flow.output, "sum"), "me": flow.task, "wf": flow.name})
+        elif args.op == "plan":
+            grow = h.call(flow.extend)
+            parts = [grow.add(f"grown_{i}", Calc("part", i), deps=[flow.task]) for i in range(args.n)]
+            grow.add("grown_sum", Calc("sum"), deps=parts)
+            h.call(ctx.client.insert_workflow, grow)
+
+    return h.workers(work, Calc, threaded=True)
+
+
+def test_fan_in_reads_every_dep_output_and_a_task_reads_one_by_name(h: Harness, client_db_url: str) -> None:
+    wf = Workflow(name="chord")
+    parts = [wf.add(f"part_{i}", Calc("part", i)) for i in range(4)]
+    total = wf.add("sum", Calc("sum"), deps=parts)
+    wf.add("report", Calc("report"), deps=[total])
+    client = fast_client(h, client_db_url, _calc_workers(h))
+    with client:
+        inserted = client.insert_workflow(wf)
+        report = client.wait_job(inserted.job("report"), timeout=WAIT)
+    expected = {"total": 6, "from": ["part_0", "part_1", "part_2", "part_3"]}
+    assert report.metadata["output"] == {"sum": expected, "me": "report", "wf": "chord"}
+
+
+def test_a_running_task_grows_its_workflow(h: Harness, client_db_url: str) -> None:
+    wf = Workflow(name="grow")
+    wf.add("plan", Calc("plan", 3))
+    client = fast_client(h, client_db_url, _calc_workers(h))
+    with client:
+        inserted = client.insert_workflow(wf)
+        client.wait_job(inserted.job("plan"), timeout=WAIT)
+        rows = client.wait_workflow(inserted.id, timeout=WAIT)
+    by_task = {r.metadata[TASK]: r for r in rows}
+    assert set(by_task) == {"plan", "grown_0", "grown_1", "grown_2", "grown_sum"}
+    assert by_task["grown_sum"].metadata["output"] == {"total": 3, "from": ["grown_0", "grown_1", "grown_2"]}
+    assert by_task["grown_0"].attempted_at >= by_task["plan"].finalized_at
+
+
+def test_workflow_context_refuses_plain_jobs(h: Harness, client_db_url: str) -> None:
+    seen: list[str] = []
+
+    def work(ctx: Any, args: Step) -> None:
+        try:
+            ctx.workflow  # noqa: B018
+        except ValueError as exc:
+            seen.append(str(exc))
+
+    client = fast_client(h, client_db_url, h.workers(work, Step))
+    with client:
+        client.wait_job(client.insert(Step("plain")).job, timeout=WAIT)
+    assert len(seen) == 1 and "is not a workflow task" in seen[0]
