@@ -43,11 +43,21 @@ from river_protocol.intents import (
     GetQueue,
     Intent,
     JobListFilter,
+    ListWorkflowTasks,
     QueueRow,
     RetryJob,
 )
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
+from river_protocol.workflow import (
+    WorkflowSummary,
+    WorkflowView,
+    cancel_workflow_intent,
+    list_workflows_intent,
+    retry_workflow_intent,
+    validate_workflow_id,
+    workflow_view,
+)
 
 if TYPE_CHECKING:
     from river_async.client import Client
@@ -165,6 +175,48 @@ class JobsAPI(_Admin):
         flt = JobListFilter(queues=None if queues is None else tuple(queues))
         counts = (await self._run((CountJobs(filter=flt),), tx, readonly=True))[0]
         return count_by_state(counts)
+
+
+class WorkflowsAPI(_Admin):
+    """List, show, cancel and retry workflows: ``client.workflows``."""
+
+    async def get(self, workflow_id: str, *, tx: Any = None) -> WorkflowView:
+        """The workflow and each task's row; ``JobNotFoundError`` when it has no tasks."""
+        intent = ListWorkflowTasks(validate_workflow_id(workflow_id))
+        return workflow_view(workflow_id, (await self._run((intent,), tx, readonly=True))[0])
+
+    async def cancel(self, workflow_id: str, *, tx: Any = None) -> list[JobRow]:
+        """Cancel the workflow: its pending, available, scheduled and retryable tasks at once,
+        and its running ones by River's remote cancel (as ``client.jobs.cancel``). Returns the
+        rows changed."""
+        rows: list[JobRow] = (await self._run((cancel_workflow_intent(workflow_id, utcnow()),), tx))[0]
+        for row in rows:
+            payload = local_cancel_payload(row)
+            if payload is not None:
+                await self._deliver(payload, tx=tx)
+        if tx is None:
+            self._client._waits.finished(rows)
+        return rows
+
+    async def retry(self, workflow_id: str, *, tx: Any = None) -> list[JobRow]:
+        """Retry the failed part: discarded and cancelled tasks that ran become available,
+        tasks cancelled because of a dep go back to pending (promoted as their deps
+        complete). Returns the rows changed."""
+        rows: list[JobRow] = (await self._run((retry_workflow_intent(workflow_id, utcnow()),), tx))[0]
+        if tx is None:
+            self._client._poke({r.queue for r in rows if r.state is JobState.AVAILABLE})
+            self._client._grown_ids((workflow_id,))
+        return rows
+
+
+    # Last: a method named ``list`` hides the builtin from the annotations after it.
+    async def list(self, *, limit: int = 100, before: datetime | None = None,
+                   tx: Any = None) -> list[WorkflowSummary]:
+        """Workflows, newest first, with their tasks counted by state; ``before``: the
+        ``created_at`` of the last one of the previous page."""
+        rows: list[WorkflowSummary] = (await self._run((list_workflows_intent(limit, before),), tx,
+                                                      readonly=True))[0]
+        return rows
 
 
 class QueuesAPI(_Admin):

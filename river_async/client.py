@@ -52,7 +52,7 @@ import anyio.abc
 import anyio.to_thread
 
 from river_async import _backend
-from river_async.admin import JobsAPI, QueuesAPI
+from river_async.admin import JobsAPI, QueuesAPI, WorkflowsAPI
 from river_async.context import CancellationToken, WorkContext
 from river_async.database import AsyncDatabase
 from river_async.events import EventHub, Subscription
@@ -327,6 +327,7 @@ class Client(ClientBase):
     _outermost = resumable_middleware
     jobs: JobsAPI
     queues: QueuesAPI
+    workflows: WorkflowsAPI
     _leadership: LeaderDriver
     _events: EventHub
     _producers: dict[str, MachineRunner]
@@ -350,6 +351,7 @@ class Client(ClientBase):
     def _init_driver(self) -> None:
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
+        self.workflows = WorkflowsAPI(self)
         self._events = EventHub()
         self._runs_empty = anyio.Event()
         self._runs_empty.set()

@@ -349,8 +349,12 @@ class ClientBase:
         """Tasks added to a workflow that already has rows may depend on tasks already final:
         promote now rather than at the leader's next sweep (a caller's ``tx`` may not have
         committed yet: then the sweep, or the running task's own completion, does it)."""
-        if workflow.existing and tx is None and self._promoter is not None:
-            self._promoter.post(TasksFinalized((workflow_id,)))
+        if workflow.existing and tx is None:
+            self._grown_ids((workflow_id,))
+
+    def _grown_ids(self, workflow_ids: tuple[str, ...]) -> None:
+        if self._promoter is not None:
+            self._promoter.post(TasksFinalized(workflow_ids))
 
     def _on_promoter_output(self, out: PromoterOutput) -> None:
         if out.error is not None:

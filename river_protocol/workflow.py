@@ -459,3 +459,63 @@ class WorkflowInsertResult:
             return self.tasks[task].job  # type: ignore[no-any-return]
         except KeyError:
             raise ValidationError(f"workflow {self.id} has no task {task!r}") from None
+
+
+# ---------------------------------------------------------------- management
+
+
+WORKFLOW_CANCELLED = "workflow cancelled"
+
+
+def cancel_workflow_intent(workflow_id: str, now: datetime) -> Any:
+    """Cancel every unfinished task of ``workflow_id`` (``CancelWorkflow``): queued ones at once
+    with ``WORKFLOW_CANCELLED`` in ``errors``, running ones through River's remote cancel."""
+    from river_protocol.intents import CancelWorkflow
+    from river_protocol.outcomes import cancel_attempted_at_json
+
+    return CancelWorkflow(workflow_id=validate_workflow_id(workflow_id),
+                          cancel_attempted_at=cancel_attempted_at_json(now),
+                          error=encode_attempt_error(now, 0, WORKFLOW_CANCELLED), now=now)
+
+
+def retry_workflow_intent(workflow_id: str, now: datetime) -> Any:
+    """Retry the failed part of ``workflow_id`` (``RetryWorkflow``)."""
+    from river_protocol.intents import RetryWorkflow
+
+    return RetryWorkflow(workflow_id=validate_workflow_id(workflow_id), now=now)
+
+
+def list_workflows_intent(limit: int = 100, before: datetime | None = None) -> Any:
+    from river_protocol.intents import ListWorkflows
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise ValidationError(f"limit must be 1 to 10000, got {limit!r}")
+    return ListWorkflows(limit=limit, before_created_at=before)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowView:
+    """One workflow with each task's row (``client.workflows.get``)."""
+
+    id: str
+    name: str
+    tasks: Mapping[str, JobRow]
+
+    @property
+    def summary(self) -> WorkflowSummary:
+        counts: dict[JobState, int] = {}
+        for job in self.tasks.values():
+            counts[job.state] = counts.get(job.state, 0) + 1
+        created = min((j.created_at for j in self.tasks.values() if j.created_at is not None), default=None)
+        return WorkflowSummary(self.id, self.name, counts, created)
+
+
+def workflow_view(workflow_id: str, rows: Sequence[JobRow]) -> WorkflowView:
+    """The view of a workflow's rows; ``JobNotFoundError`` when it has none."""
+    from river_protocol.errors import JobNotFoundError
+
+    if not rows:
+        raise JobNotFoundError(f"workflow {workflow_id} not found")
+    infos = [(task_info(r.metadata), r) for r in rows]
+    name = next((i.workflow_name for i, _ in infos if i is not None and i.workflow_name), "")
+    return WorkflowView(workflow_id, name, {(i.task if i else str(r.id)): r for i, r in infos})

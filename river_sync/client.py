@@ -71,7 +71,7 @@ from river_protocol.workflow import (
     wait_outcome,
     workflow_wait_outcome,
 )
-from river_sync.admin import JobsAPI, QueuesAPI
+from river_sync.admin import JobsAPI, QueuesAPI, WorkflowsAPI
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.database import Database
 from river_sync.events import EventHub, Subscription
@@ -258,6 +258,7 @@ class Client(ClientBase):
     _outermost = resumable_middleware
     jobs: JobsAPI
     queues: QueuesAPI
+    workflows: WorkflowsAPI
     _leadership: LeaderDriver
     _events: EventHub
     _producers: dict[str, MachineRunner]
@@ -279,6 +280,7 @@ class Client(ClientBase):
     def _init_driver(self) -> None:
         self.jobs = JobsAPI(self)
         self.queues = QueuesAPI(self)
+        self.workflows = WorkflowsAPI(self)
         self._lock = threading.Lock()  # the core, the run table, lifecycle state
         self._guard = self._lock
         self._events = EventHub()

@@ -413,6 +413,7 @@ class AsyncClientFace:
         self.raw = raw
         self.jobs = _Proxy(harness, raw.jobs)
         self.queues = _Proxy(harness, raw.queues)
+        self.workflows = _Proxy(harness, raw.workflows)
         self.periodic_jobs = _Proxy(harness, raw.periodic_jobs)
 
     @property

@@ -100,7 +100,8 @@ def _cancel(d: Any, intent: PromoteWorkflowTasks, downs: list[CancelDependent]) 
         f"""UPDATE {d.prefix}river_job
             SET state = 'cancelled', finalized_at = ?,
                 errors = jsonb_insert({ERRORS_ARRAY}, '$[#]',
-                    json((SELECT c.value ->> '$[1]' FROM json_each(?) c WHERE c.value ->> '$[0]' = river_job.id)))
+                    json((SELECT c.value ->> '$[1]' FROM json_each(?) c
+                          WHERE c.value ->> '$[0]' = river_job.id)))
             WHERE id IN (SELECT c.value ->> '$[0]' FROM json_each(?) c) AND state = 'pending'
             RETURNING id, {_key('', WORKFLOW_ID)}""",
         (sqlite_time(intent.now), pairs, pairs),

@@ -22,7 +22,7 @@ from river_protocol.workflow import (
     Workflow,
     WorkflowTaskFailedError,
 )
-from river_sync import Database, InsertOpts, JobDiscard, JobState
+from river_sync import Database, InsertOpts, JobDiscard, JobNotFoundError, JobState
 
 
 @dataclasses.dataclass
@@ -250,3 +250,47 @@ def test_workflow_context_refuses_plain_jobs(h: Harness, client_db_url: str) -> 
     with client:
         client.wait_job(client.insert(Step("plain")).job, timeout=WAIT)
     assert len(seen) == 1 and "is not a workflow task" in seen[0]
+
+
+def test_manage_cancel_retry_list_get(h: Harness, client_db_url: str) -> None:
+    """Cancel a workflow whose middle task runs (remote cancel) while its dependents wait; list
+    and show it; retry the failed part, which then runs to the end."""
+    gate_in, gate_out = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def work(ctx: Any, args: Step) -> None:
+        order.append(args.name)
+        if args.name == "slow" and not gate_out.is_set():
+            gate_in.set()
+            while not ctx.cancelled:
+                ctx.token.wait(0.01)
+            ctx.raise_if_cancelled()
+
+    wf = Workflow(name="managed")
+    first = wf.add("first", Step("first"))
+    slow = wf.add("slow", Step("slow"), deps=[first], opts=InsertOpts(max_attempts=1))
+    wf.add("last", Step("last"), deps=[slow])
+    client = fast_client(h, client_db_url, h.workers(work, Step, threaded=True))
+    with client:
+        inserted = client.insert_workflow(wf)
+        assert gate_in.wait(WAIT)
+        changed = client.workflows.cancel(inserted.id)
+        assert {inserted.job("slow").id, inserted.job("last").id} == {r.id for r in changed}
+        with pytest.raises(WorkflowTaskFailedError):
+            client.wait_workflow(inserted, timeout=WAIT)
+        view = client.workflows.get(inserted.id)
+        assert view.name == "managed" and view.tasks["first"].state is JobState.COMPLETED
+        assert view.tasks["slow"].state is JobState.CANCELLED
+        assert view.tasks["last"].state is JobState.CANCELLED
+        assert view.tasks["last"].errors[-1].error == "workflow cancelled"
+        (summary,) = client.workflows.list()
+        assert (summary.id, summary.state, summary.total) == (inserted.id, "failed", 3)
+        gate_out.set()
+        retried = client.workflows.retry(inserted.id)
+        states = {r.metadata[TASK]: r.state for r in retried}
+        assert states == {"slow": JobState.AVAILABLE, "last": JobState.PENDING}
+        final = client.wait_workflow(inserted.id, timeout=WAIT)
+    assert {j.state for j in final} == {JobState.COMPLETED}
+    assert order == ["first", "slow", "slow", "last"]
+    with h.client(client_db_url) as other, pytest.raises(JobNotFoundError, match="not found"):
+        other.workflows.get("missing")
