@@ -35,6 +35,7 @@ from river_protocol.migrations import ALL, LINE_MAIN, LINES, check_line, migrati
 COMMAND_MODULES: tuple[str, ...] = (
     "river_tools.cli.jobs",
     "river_tools.cli.queues",
+    "river_tools.cli.workflows",
     "river_tools.cli.bench",
     "river_tools.cli.work",
     "river_tools.cli.health",

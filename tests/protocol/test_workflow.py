@@ -277,7 +277,8 @@ def test_pending_task_reads_a_row_leniently() -> None:
 
 def test_finalized_workflows_picks_final_workflow_rows() -> None:
     def job(i: int, state: JobState, wid: str | None) -> JobRow:
-        return JobRow(id=i, kind="k", encoded_args=b"{}", state=state, metadata={WORKFLOW_ID: wid} if wid else {})
+        meta = {WORKFLOW_ID: wid} if wid else {}
+        return JobRow(id=i, kind="k", encoded_args=b"{}", state=state, metadata=meta)
 
     rows = [job(1, JobState.COMPLETED, "a"), job(2, JobState.RETRYABLE, "b"), job(3, JobState.DISCARDED, "c"),
             job(4, JobState.COMPLETED, None), job(5, JobState.CANCELLED, "a")]

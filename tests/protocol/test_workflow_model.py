@@ -14,6 +14,7 @@ between statements (its generator is dropped). The claims checked:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -62,16 +63,18 @@ class Table:
 
     # -- the three statements of a promotion, answered as the dialects' SQL does
     def select(self, ids: tuple[str, ...] | None, after: int, limit: int) -> list[tuple[Any, ...]]:
+        def names(tasks: Any) -> str:
+            return json.dumps([self.name(t.id) for t in tasks])
+
         rows = []
         for task in sorted(self.tasks.values(), key=lambda t: t.id):
             if task.state is not P or task.id <= after or (ids is not None and task.workflow not in ids):
                 continue
             deps = [self.tasks[d] for d in task.deps]
             rows.append((
-                task.id, task.workflow, self.name(task.id), 0, str([self.name(d.id) for d in deps]).replace("'", '"'),
+                task.id, task.workflow, self.name(task.id), 0, names(deps),
                 task.ignore_cancelled, task.ignore_discarded, sum(1 for d in deps if d.state is C),
-                str([self.name(d.id) for d in deps if d.state is X]).replace("'", '"'),
-                str([self.name(d.id) for d in deps if d.state is D]).replace("'", '"'),
+                names(d for d in deps if d.state is X), names(d for d in deps if d.state is D),
             ))
         return rows[:limit]
 
