@@ -54,6 +54,15 @@ from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts
 from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled, WorkOutcome
 from river_protocol.workers import Workers
+from river_protocol.workflow import (
+    TaskRef,
+    WaitTimeoutError,
+    Workflow,
+    WorkflowInsertResult,
+    WorkflowSummary,
+    WorkflowTaskFailedError,
+    WorkflowView,
+)
 
 if True:  # ASYNC
     Database = AsyncDatabase  # river_sync's name for the same role
@@ -115,13 +124,20 @@ __all__ = [
     "Subscription",
     "SubscriptionTimeoutError",
     "TagFilter",
+    "TaskRef",
     "UniqueKeyError",
     "UniqueOpts",
     "ValidationError",
+    "WaitTimeoutError",
     "WorkCancelled",
     "WorkContext",
     "WorkOutcome",
     "Workers",
+    "Workflow",
+    "WorkflowInsertResult",
+    "WorkflowSummary",
+    "WorkflowTaskFailedError",
+    "WorkflowView",
     "arg_field",
     "run_until_signalled",
     "transaction",

@@ -158,6 +158,17 @@ with TestClient(app) as http:
 assert callable(prometheus_metrics)
 print("checked")
 """),
+    "docs/guides/workflows.md": Page(prints=(
+        r"sent album 1 with 1 pages",
+        r"\['thumb_1.jpg', 'thumb_2.jpg', 'thumb_3.jpg'\]",
+        r"\['thumb_0.jpg', 'thumb_1.jpg', 'thumb_2.jpg'\]",
+        r"sent album 7 with 3 pages",
+        r"thumb_-1 discarded - photo -1 does not exist",
+        r"album cancelled - workflow dependency 'thumb_-1' was discarded",
+        r"email cancelled - workflow dependency 'album' was cancelled",
+        r"thumb_5.jpg",
+        r"still available",
+    )),
     "docs/guides/periodic-jobs.md": Page(prints=(r"heartbeat \(job \d+\)",)),
     "docs/guides/opentelemetry.md": Page(
         prints=("checked",),
