@@ -1,11 +1,12 @@
 """The neutral layer both drivers stand on: blocking database access and the client pieces that do not wait.
 
-``river_sync`` and ``river_trio`` both drive ordinary blocking DB-API
-connections (psycopg 3, SQLite via the stdlib or sqlean-py); river_trio does so
-from worker threads. Everything about those connections that does not depend on
-how a driver waits lives here, once: the one URL parser (``urls``), opening and
-resetting connections (``connect``, ``sqlite``), the plan executor
-(``executor``), the migrator, caller-transaction adaptation (``caller_tx``),
+``river_sync`` and ``river_async`` (behind ``river_trio`` and ``river_asyncio``) both
+drive ordinary blocking DB-API connections (psycopg 3, SQLite via the stdlib or
+sqlean-py); river_async does so from worker threads. Everything about those
+connections that does not depend on how a driver waits lives here, once: the
+one URL parser (``urls``), opening and resetting connections (``connect``,
+``sqlite``), the plan executor (``executor``), the migrator, caller-transaction
+adaptation (``caller_tx``),
 and the client pieces with no waiting in them (``client_support``, ``events``,
 ``periodic_jobs``, ``notify_settings``, ``resumable``, ``testing``).
 

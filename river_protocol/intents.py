@@ -549,13 +549,6 @@ class RequeueRunningJobs(Intent):
 
 
 @dataclass(frozen=True, slots=True)
-class MigrationRow:
-    line: str
-    version: int
-    created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
 class GetMigrations(Intent):
     """Applied versions of ``line`` (handles pre-v5 tables without ``line``); [] when no table."""
 

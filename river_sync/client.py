@@ -7,7 +7,7 @@
 This module only does I/O. Configuration, insert planning, notification
 routing and every outcome rule come from ``river_protocol.client_core`` and
 ``river_protocol.work``; the machines (producers, completer) run on
-``MachineRunner`` threads. ``river_trio`` mirrors these names.
+``MachineRunner`` threads. ``river_async`` mirrors these names.
 
 Threads: one runner per queue producer, one for the completer, the notifier's
 own threads, one watchdog for job timeouts, and one thread per running job;

@@ -7,7 +7,7 @@ A ``Database`` lends out connections wrapped in an ``Executor`` and takes them
 back. Sources:
 
 - Postgres URL (``postgres://`` / ``postgresql://``): a small pool of
-  autocommit psycopg connections owned by the handle (river_trio's, with
+  autocommit psycopg connections owned by the handle (river_async's, with
   threads' waiting).
 - A caller's ``psycopg_pool.ConnectionPool`` (not closed by us).
 - A SQLAlchemy ``Engine`` (psycopg 3 or a SQLite module providing >= 3.45);
@@ -90,7 +90,7 @@ class _Backend(Protocol):
 class _PgOwnPool:
     """Autocommit connections opened on demand up to ``size``; idle ones checked, reused LIFO.
 
-    The same pool as river_trio's: a dead idle connection (server restarted, link dropped)
+    The same pool as river_async's: a dead idle connection (server restarted, link dropped)
     is discarded before it is handed out, so the first statement after an outage gets a
     fresh connection, and an outage shows at once as a failed connect rather than as a
     wait for a pool that keeps retrying in the background.
@@ -322,7 +322,7 @@ class _SQLAlchemyBackend:
     """Borrows DB-API connections from an Engine's pool (the engine stays the caller's).
 
     At most the pool's size are out at once: a borrower waits up to ``timeout``
-    seconds for one (as with ``river_trio``'s limiter) instead of the engine's own
+    seconds for one (as with ``river_async``'s limiter) instead of the engine's own
     pool timeout, so both drivers fail the same way when the engine runs dry.
     """
 

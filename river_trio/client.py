@@ -17,8 +17,6 @@ from river_async.client import (
     InsertManyParams,
     MaintenanceConfig,
     QueueConfig,
-    _Deadlines,
-    _JobTasks,
     is_async_worker,
     resumable_middleware,
 )
@@ -39,8 +37,6 @@ __all__ = [
     "InsertManyParams",
     "MaintenanceConfig",
     "QueueConfig",
-    "_Deadlines",
-    "_JobTasks",
     "is_async_worker",
     "resumable_middleware",
 ]

@@ -4,8 +4,8 @@ The row is what the client would insert for ``args`` (the args type's own
 ``insert_opts()`` and the explicit ``opts`` resolved by the same
 ``resolve_insert_params`` the client uses) and then what a producer's claim
 makes of it: ``attempt`` counted, ``attempted_at``/``attempted_by`` set. It is
-pure (``now`` is a parameter with a clock default), so ``river_trio.testing``
-can reuse it as is.
+pure (``now`` is a parameter with a clock default), so every client's
+``testing`` reuses it as is.
 """
 
 from __future__ import annotations

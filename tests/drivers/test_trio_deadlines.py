@@ -7,8 +7,8 @@ from collections.abc import Awaitable, Callable
 import trio
 import trio.testing
 
+from river_async.client import DEADLINE_GRAIN, _Deadlines
 from river_db.deadline_buckets import EMPTIED as _EMPTIED
-from river_trio.client import DEADLINE_GRAIN, _Deadlines
 
 
 def run_deadlines(body: Callable[[_Deadlines], Awaitable[None]]) -> None:
