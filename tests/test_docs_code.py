@@ -3,10 +3,11 @@
 Every ``python`` block of the README, the docs home page, the getting-started
 pages and the guides is one of:
 
-- run: a page's runnable blocks, in order, make one script, run in a fresh
-  interpreter **twice** on the same database (the second run is a reader's
-  second try: a snippet must not go quiet because its first job is still
-  there). Each run's output is checked line by line against ``PAGES``;
+- run: a page's runnable blocks, in order, make one script, which a fresh
+  interpreter runs **twice** (``runpy``) on the same database: the second run
+  is a reader's second try, and a snippet must not go quiet because its first
+  job is still there. Each run's output is checked line by line against
+  ``PAGES``;
 - a pytest module (``<!-- docs-test: pytest -->`` on the line before the
   fence): the page's such blocks make one test file, run by pytest with the
   project's plugin, every test passing;
