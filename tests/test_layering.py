@@ -1,21 +1,13 @@
-"""The import contract between the packages (the layering the README's layout describes).
+"""The import contract between the packages: the "may import" column of the README's layout table.
 
-- ``river_protocol`` imports no other package of ours (its purity is tests/protocol/test_purity.py);
-- ``river_db``, the neutral layer, imports no driver nor the tools;
-- ``river_async``, the one async implementation, imports only ``river_protocol`` and ``river_db``
-  (and of the event loops only AnyIO and sniffio at module level: trio and asyncio lazily,
-  in ``river_async._backend``, when running under them);
-- ``river_trio`` and ``river_asyncio`` stand on ``river_async``; no client package imports another
-  driver's (``river_sync``, ``river_trio``, ``river_asyncio``), and none imports the tools;
+The rules are read from that table (``may_import_table``), so the table and the check cannot
+drift: each package may import the packages of ours its row names (and itself), ``nothing of
+ours`` means none, ``anything`` means no rule (``river_tools``). Beyond the table:
+
+- ``river_async`` imports, of the event loops, only AnyIO and sniffio at module level (trio and
+  asyncio lazily, in ``river_async._backend``, when running under them);
 - ``river_asyncio`` loads no trio module, even after running a client;
-- ``river_otel`` (the OpenTelemetry middleware) imports neither driver nor the tools, and at run
-  time needs only ``opentelemetry-api`` of OpenTelemetry;
-- ``river_ui`` (the web dashboard) stands on one client, the threaded ``river_sync`` (see
-  ``river_ui.app`` for why), with ``river_protocol`` and ``river_db``; nothing but the tools
-  imports it;
-- ``river_prometheus`` (the Prometheus middleware and collectors) imports neither driver nor the
-  tools nor ``river_otel``: of what is not ours, ``prometheus_client`` and AnyIO (its ASGI app);
-- ``river_tools`` may import anything.
+- ``river_otel`` needs at run time only ``opentelemetry-api`` of OpenTelemetry.
 
 Checked twice: statically over every import statement (also inside functions and
 ``TYPE_CHECKING`` blocks), and by importing every module of a package in a fresh
@@ -25,6 +17,7 @@ interpreter and looking at what got loaded.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 import textwrap
@@ -33,23 +26,40 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = ("river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
-        "river_tools", "river_otel", "river_ui", "river_prometheus", "conformance")
-CLIENTS = ("river_sync", "river_async", "river_trio", "river_asyncio")
-ADDONS = ("river_otel", "river_ui", "river_prometheus")  # below the tools, nothing imports them
 
+
+def may_import_table(readme: str) -> dict[str, frozenset[str] | None]:
+    """package -> the packages of ours it may import (None: anything), from the README's layout table."""
+    table = readme.split("<!-- --8<-- [start:layout] -->", 1)[1].split("<!-- --8<-- [end:layout] -->", 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    packages = [row.split("|")[1].strip().strip("`") for row in rows]
+    rules: dict[str, frozenset[str] | None] = {}
+    for package, row in zip(packages, rows, strict=True):
+        may = row.rstrip().rstrip("|").rsplit("|", 1)[1].strip()
+        named = frozenset(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", may)) & set(packages)
+        rules[package] = None if may == "anything" else named
+    return rules
+
+
+MAY_IMPORT = may_import_table((ROOT / "README.md").read_text(encoding="utf-8"))
+OURS = tuple(MAY_IMPORT)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "river_protocol": (*CLIENTS, "river_db", "river_tools", *ADDONS, "conformance"),
-    "river_db": (*CLIENTS, "river_tools", *ADDONS),
-    "river_sync": ("river_async", "river_trio", "river_asyncio", "river_tools", *ADDONS),
-    "river_async": ("river_sync", "river_trio", "river_asyncio", "river_tools", *ADDONS),
-    "river_trio": ("river_sync", "river_asyncio", "river_tools", *ADDONS),
-    "river_asyncio": ("river_sync", "river_trio", "river_tools", *ADDONS),
-    "river_otel": (*CLIENTS, "river_tools", "river_ui", "river_prometheus", "conformance"),
-    "river_ui": ("river_async", "river_trio", "river_asyncio", "river_tools", "river_otel",
-                 "river_prometheus", "conformance"),
-    "river_prometheus": (*CLIENTS, "river_tools", "river_otel", "river_ui", "conformance"),
+    package: tuple(sorted(set(OURS) - may - {package}))
+    for package, may in MAY_IMPORT.items() if may is not None
 }
+
+
+def test_the_table_is_read_as_written() -> None:
+    assert MAY_IMPORT["river_protocol"] == frozenset()
+    assert MAY_IMPORT["river_tools"] is None
+    assert MAY_IMPORT["river_trio"] == {"river_async", "river_protocol", "river_db"}
+    assert MAY_IMPORT["river_otel"] == {"river_protocol", "river_db"}  # third-party names are no rule
+    assert "conformance" in FORBIDDEN and "river_tools" not in FORBIDDEN
+
+
+def test_every_package_of_ours_has_a_row() -> None:
+    dirs = {p.parent.name for p in ROOT.glob("river_*/__init__.py")} | {"conformance"}
+    assert dirs == set(OURS)
 
 
 def imported_packages(source: str, module: str) -> set[tuple[str, int]]:
