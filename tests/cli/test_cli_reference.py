@@ -13,7 +13,7 @@ from pathlib import Path
 from river_tools.cli.main import build_parser
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs/reference/cli.md"
-GROUPS = ("jobs", "queues")  # commands whose subcommands each get a section
+GROUPS = ("jobs", "queues", "workflows")  # commands whose subcommands each get a section
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
