@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import operator
 import select
 from collections.abc import Callable
@@ -401,16 +402,26 @@ def check_pool_size(pool_size: int) -> None:
 # ---------------------------------------------------------------- by URL
 
 
-def open_connection(url: str | None = None) -> tuple[Any, DialectName]:
-    """Connect to ``url`` (default: ``default_database_url()``); returns (connection, dialect name)."""
+def open_connection(
+    url: str | None = None, *, connect_timeout: float | None = None
+) -> tuple[Any, DialectName]:
+    """Connect to ``url`` (default: ``default_database_url()``); returns (connection, dialect name).
+
+    ``connect_timeout``: seconds a Postgres connection may take (libpq counts whole seconds,
+    at least 2); None leaves the URL's own setting, else libpq's default of waiting.
+    """
     url = url or default_database_url()
     parsed = parse_database_url(url)
     if parsed.dialect == "postgres":
         import psycopg
 
+        conninfo = parsed.conninfo
+        if connect_timeout is not None:
+            seconds = max(1, math.ceil(connect_timeout))
+            conninfo = psycopg.conninfo.make_conninfo(conninfo, connect_timeout=seconds)
         # A command runs a handful of statements: nothing to gain from preparing them, and
         # never preparing works behind any pooler (``river migrate-up`` through PgBouncer).
-        conn = psycopg.connect(parsed.conninfo, autocommit=True, prepare_threshold=None)
+        conn = psycopg.connect(conninfo, autocommit=True, prepare_threshold=None)
         with_utc_session(None)(conn)
         return conn, parsed.dialect
     return connect_sqlite(parsed.path), parsed.dialect

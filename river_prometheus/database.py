@@ -70,6 +70,7 @@ class DatabaseCollector(Collector):
         *,
         schema: str | None = None,
         cache_seconds: float = 5.0,
+        connect_timeout: float = 5.0,
         monotonic: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime] | None = None,
     ) -> None:
@@ -80,6 +81,8 @@ class DatabaseCollector(Collector):
         self._url_text = database_url
         self._schema = schema
         self.cache_seconds = cache_seconds
+        # A Postgres that does not answer fails the read (river_database_up 0), not the scrape.
+        self.connect_timeout = connect_timeout
         self._monotonic = monotonic
         self._now = now or _utcnow
         self._lock = threading.Lock()  # concurrent scrapes wait for one read rather than each read
@@ -108,7 +111,7 @@ class DatabaseCollector(Collector):
         try:
             if self._url.dialect == "sqlite" and not os.path.exists(self._url.path):
                 raise FileNotFoundError(f"no SQLite database at {os.path.abspath(self._url.path)}")
-            conn, dialect_name = open_connection(self._url_text)
+            conn, dialect_name = open_connection(self._url_text, connect_timeout=self.connect_timeout)
             try:
                 dialect_class = PostgresDialect if dialect_name == "postgres" else SQLiteDialect
                 return read_database(Executor(conn, dialect_class(schema=self._schema)), self._now())

@@ -12,13 +12,12 @@ machine-readable object) and an exit status, 0 healthy, 1 not, with the reason:
 from __future__ import annotations
 
 import argparse
-import math
 import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from river_db.connect import open_connection
 from river_db.migrator import Migrator
-from river_db.sqlite import connect_sqlite
 from river_db.urls import explain_sqlite_path, parse_database_url
 from river_protocol.migrations import migrations_for
 from river_tools.cli.main import (
@@ -113,15 +112,10 @@ def check_health(url: str, *, schema: str | None = None, line: str = "main",
 
 
 def _connect(parsed: Any, timeout: float) -> Any:
-    if parsed.dialect == "sqlite":
-        if not parsed.in_memory and not os.path.exists(parsed.path):
-            raise FileNotFoundError(f"no SQLite database at {explain_sqlite_path(parsed.path)}")
-        return connect_sqlite(parsed.path)
-    import psycopg
-
-    # connect_timeout is whole seconds (libpq reads less than 2 as 2).
-    return psycopg.connect(parsed.conninfo, autocommit=True, prepare_threshold=None,
-                           connect_timeout=max(1, math.ceil(timeout)))
+    if parsed.dialect == "sqlite" and not parsed.in_memory and not os.path.exists(parsed.path):
+        raise FileNotFoundError(f"no SQLite database at {explain_sqlite_path(parsed.path)}")
+    conn, _ = open_connection(parsed.text, connect_timeout=timeout)
+    return conn
 
 
 def cmd_health(args: argparse.Namespace) -> int:

@@ -4,7 +4,9 @@ on SQLite and Postgres."""
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,19 @@ def test_bad_flags_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["health", "--timeout", "0"]) == 2
     assert main(["health", "--database-url", "mysql://x"]) == 2
     assert main(["health", "--line", "nope", "--database-url", "sqlite://x.sqlite3"]) == 2
+
+
+def test_a_postgres_that_never_answers_is_unreachable_after_the_timeout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A listening socket nobody accepts from: the TCP handshake completes, Postgres never speaks.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        code, out = health(capsys, "--database-url", f"postgresql://postgres@127.0.0.1:{port}/test",
+                           "--timeout", "1")
+        took = time.monotonic() - started
+    assert code == 1 and out.startswith("unreachable: could not connect to the database: ")
+    assert took < 10  # libpq's connect_timeout (2 s at least), not TCP's minutes

@@ -3,6 +3,7 @@ and are inserted, the database's are read at scrape time, and a client reports i
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -214,6 +215,13 @@ def test_a_database_that_cannot_be_read_reports_down_without_failing_the_scrape(
     other = RiverMetrics()
     other.watch_database(f"sqlite://{unmigrated}")
     assert scrape(other.registry)[key("river_database_up")] == 0
+    with socket.socket() as silent:  # a Postgres that never answers: the read gives up, the scrape doesn't
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        stalled = RiverMetrics()
+        port = silent.getsockname()[1]
+        stalled.watch_database(f"postgresql://postgres@127.0.0.1:{port}/x").connect_timeout = 1
+        assert scrape(stalled.registry)[key("river_database_up")] == 0
     with pytest.raises(ValidationError, match="in-memory"):
         RiverMetrics().watch_database("sqlite://:memory:")
     with pytest.raises(ValidationError):
