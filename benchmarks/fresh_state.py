@@ -64,7 +64,7 @@ import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from benchmarks.sync_driver import Scratch
+from benchmarks.scratch import Scratch
 
 # Every ordinary table of the current schema, and its TOAST table, out of autovacuum's reach.
 AUTOVACUUM_OFF = """

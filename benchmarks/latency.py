@@ -127,7 +127,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from benchmarks.fresh_state import FreshDatabases
 from benchmarks.server_cpu import process_cpu
-from benchmarks.sync_driver import Scratch
+from benchmarks.scratch import Scratch
 from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, FETCH_COOLDOWN_MIN
 from river_tools.bench import BenchmarkArgs, bench_workers, percentile
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.sync_driver import Scratch, pg_admin_url
+from benchmarks.scratch import Scratch, pg_admin_url
 
 ROOT = Path(__file__).resolve().parent.parent
 

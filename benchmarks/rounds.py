@@ -62,8 +62,9 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO, TypeVar
 
 from benchmarks.fresh_state import LOAD_LIMIT, LOAD_WAIT, FreshDatabases, wait_for_quiet
+from benchmarks.scratch import Scratch
 from benchmarks.server_cpu import ServerCpu, process_cpu
-from benchmarks.sync_driver import Scratch, _run_child
+from benchmarks.sync_driver import _run_child
 from river_db.urls import dialect_of_url
 
 T = TypeVar("T")

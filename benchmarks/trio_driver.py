@@ -36,6 +36,7 @@ from typing import Any
 
 import trio
 
+from benchmarks.scratch import Scratch
 from benchmarks.sync_driver import (
     BULK_BATCH,
     BURN_MAX_WORKERS,
@@ -43,7 +44,6 @@ from benchmarks.sync_driver import (
     LATENCY_RATE,
     TARGETS,
     Noop,
-    Scratch,
     _empty_jobs,
     _fmt_rate,
     _migrated,

@@ -12,7 +12,7 @@ import pytest
 from benchmarks import latency
 from benchmarks.fresh_state import FreshDatabases
 from benchmarks.latency import DEFAULTS, LOW_LATENCY, SETTINGS, BackendCpu, parse_args, report_lines
-from benchmarks.sync_driver import Scratch
+from benchmarks.scratch import Scratch
 from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, FETCH_COOLDOWN_MIN
 
 

@@ -22,7 +22,7 @@ import pytest
 from benchmarks import rounds
 from benchmarks.fresh_state import FreshDatabases, wait_for_quiet
 from benchmarks.rounds import Sample, System, parse_args, rotated, table_lines
-from benchmarks.sync_driver import Scratch, pg_admin_url
+from benchmarks.scratch import Scratch, pg_admin_url
 
 SPREAD = r"[\d,.]+-[\d,.]+"
 
