@@ -536,7 +536,11 @@ class ClientCore:
         return Start(poll_only=not self.config.notifications)
 
     def make_completer(self) -> Completer:
-        return Completer(self._rng, flush_when_idle=self.config.group_commit,
+        # Under flow control a finished job holds its partition's slot, on every client, until
+        # its completion is written: completions then go out as soon as the completer is idle
+        # (group commit) rather than on River's 250 ms batching timer.
+        limited = any(q.flow is not None for q in self.queues.values())
+        return Completer(self._rng, flush_when_idle=self.config.group_commit or limited,
                          backoff_unit=self.completer_backoff_unit)
 
     # -- leadership and leader-only machines -------------------------------

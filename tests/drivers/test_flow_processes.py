@@ -1,0 +1,207 @@
+"""Flow control across real processes: a sync, a trio and an asyncio client (one process each)
+work a queue with ``global_limit`` per partition while a sampler reads ``river_job``; one process
+is SIGKILLed mid-run. The limit holds at every sample (the killed process's jobs keep counting
+while they wait for the rescuer), and every job completes, exactly once in the database.
+
+The issue's full-size run (4 processes, 20,000 jobs, 50 partitions) is the same code with
+other numbers: ``python -m tests.drivers.test_flow_processes --full URL`` (not run by the suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from river_db.migrator import Migrator
+from river_db.sqlite import connect_sqlite
+from river_db.urls import sqlite_file_path
+from river_sync import Client, InsertManyParams, InsertOpts
+from tests.conftest import create_scratch_pg_database, drop_scratch_pg_database
+from tests.drivers.flow_child import QUEUE, FlowJob
+
+CHILD = Path(__file__).with_name("flow_child.py")
+ROOT = Path(__file__).resolve().parents[2]
+DEADLINE = 90.0  # turns a hang into a failure; a healthy in-suite run takes a few seconds
+
+
+@dataclass
+class Run:
+    """One run's numbers and what it observed."""
+
+    url: str
+    drivers: tuple[str, ...]
+    jobs: int
+    partitions: int
+    global_limit: int
+    max_workers: int = 20
+    job_ms: int = 5
+    kill_after: int | None = None  # completed jobs before one process is SIGKILLed
+    peak: Counter[str] = field(default_factory=Counter)
+    samples: int = 0
+    over: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    if url.startswith("sqlite"):
+        conn = connect_sqlite(sqlite_file_path(url), busy_timeout_ms=30_000)
+        try:
+            return conn.execute(sql).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [tuple(r) for r in conn.execute(sql).fetchall()]
+
+
+def _sampler(run: Run, stop: threading.Event) -> None:
+    """Every 10 ms: the running jobs per partition, in one snapshot."""
+    sql = (f"SELECT args ->> 'p', count(*) FROM river_job WHERE state = 'running' AND queue = '{QUEUE}'"
+           " GROUP BY 1")
+    if run.url.startswith("sqlite"):
+        conn: Any = connect_sqlite(sqlite_file_path(run.url), busy_timeout_ms=30_000)
+        sql = sql.replace("args ->> 'p'", "args ->> '$.p'")
+    else:
+        import psycopg
+
+        conn = psycopg.connect(run.url, autocommit=True)
+    try:
+        while not stop.is_set():
+            for partition, n in conn.execute(sql).fetchall():  # one snapshot
+                run.peak[str(partition)] = max(run.peak[str(partition)], n)
+                if n > run.global_limit:
+                    run.over.append((str(partition), n))
+            run.samples += 1
+            time.sleep(0.01)
+    finally:
+        conn.close()
+
+
+def work(run: Run, records: Path) -> dict[int, int]:
+    """Insert the jobs, run the processes (killing one if asked) until every job has completed;
+    returns how many times each job id was executed."""
+    with Client(run.url) as inserter:
+        batch = [InsertManyParams(FlowJob(p=i % run.partitions, n=i), InsertOpts(queue=QUEUE))
+                 for i in range(run.jobs)]
+        for start in range(0, len(batch), 1000):
+            inserter.insert_many(batch[start:start + 1000])
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    children = [
+        subprocess.Popen(
+            [sys.executable, str(CHILD), driver, run.url, str(records), str(run.global_limit),
+             str(run.max_workers), str(run.job_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        for driver in run.drivers
+    ]
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sampler, args=(run, stop), daemon=True)
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        sampler.start()
+        deadline = time.monotonic() + DEADLINE
+        killed = False
+        while True:
+            done = _rows(run.url, f"SELECT count(*) FROM river_job WHERE state = 'completed'"
+                                  f" AND queue = '{QUEUE}'")[0][0]
+            if done == run.jobs:
+                break
+            if run.kill_after is not None and not killed and done >= run.kill_after:
+                children[0].send_signal(signal.SIGKILL)
+                killed = True
+            assert time.monotonic() < deadline, f"{done} of {run.jobs} jobs completed in {DEADLINE:.0f} s"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        sampler.join(5)
+        for child in children:
+            if child.poll() is None and child.stdin is not None:
+                child.stdin.close()
+        for child in children:
+            try:
+                child.wait(30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+    return Counter(int(line) for line in records.read_text().split())
+
+
+def check(run: Run, executed: dict[int, int]) -> None:
+    assert run.samples > 10, "the sampler saw too little to mean anything"
+    assert run.over == [], f"partitions over global_limit={run.global_limit}: {run.over[:5]}"
+    assert max(run.peak.values()) == run.global_limit  # the limit was reached, so it was tested
+    rows = _rows(run.url, f"SELECT id, state, attempt FROM river_job WHERE queue = '{QUEUE}'")
+    assert len(rows) == run.jobs and {r[1] for r in rows} == {"completed"}
+    assert set(executed) == {r[0] for r in rows}
+    # A job runs twice only when the killed process had it: it was rescued and attempted again.
+    again = {r[0] for r in rows if r[2] > 1}
+    assert {job_id for job_id, n in executed.items() if n > 1} <= again
+    if run.kill_after is None:
+        assert again == set()
+
+
+@pytest.fixture
+def pg_flow_url() -> Iterator[str]:
+    url = create_scratch_pg_database()
+    try:
+        _migrate(url)
+        yield url
+    finally:
+        drop_scratch_pg_database(url)
+
+
+def _migrate(url: str) -> None:
+    with Migrator(url) as m:
+        m.migrate_up()
+    with Migrator(url, line="python") as m:
+        m.migrate_up()
+
+
+@pytest.mark.postgres
+def test_postgres_three_processes_hold_the_limit_through_a_sigkill(pg_flow_url: str, tmp_path: Path) -> None:
+    run = Run(pg_flow_url, ("sync", "trio", "asyncio"), jobs=600, partitions=10, global_limit=2,
+              kill_after=150)
+    check(run, work(run, tmp_path / "records"))
+
+
+def test_sqlite_three_processes_hold_the_limit(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/flow.sqlite3"
+    _migrate(url)
+    run = Run(url, ("sync", "trio", "asyncio"), jobs=300, partitions=10, global_limit=2, max_workers=10)
+    check(run, work(run, tmp_path / "records"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The issue's full-size run on a database the caller migrated (main and python lines)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("url")
+    parser.add_argument("--full", action="store_true", help="4 processes, 20,000 jobs, 50 partitions")
+    parser.add_argument("--kill", action="store_true", help="SIGKILL one process a quarter of the way in")
+    parser.add_argument("--records", default="flow-records.txt")
+    args = parser.parse_args(argv)
+    jobs = 20_000 if args.full else 1000
+    run = Run(args.url, ("sync", "trio", "asyncio", "sync"), jobs=jobs, partitions=50 if args.full else 10,
+              global_limit=3, kill_after=jobs // 4 if args.kill else None)
+    records = Path(args.records)
+    records.write_text("")
+    started = time.monotonic()
+    check(run, work(run, records))
+    print(f"{jobs} jobs in {time.monotonic() - started:.1f} s; {run.samples} samples, peak per partition"
+          f" {max(run.peak.values())} (limit {run.global_limit})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
