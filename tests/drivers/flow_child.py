@@ -54,7 +54,8 @@ def settings(global_limit: int, max_workers: int) -> dict[str, Any]:
         "retry_policy": RetryAtOnce(),
         "queues": {QUEUE: QueueConfig(
             max_workers=max_workers, fetch_cooldown=5 * MS, fetch_poll_interval=50 * MS,
-            concurrency=ConcurrencyConfig(global_limit=global_limit, partition=PartitionConfig(by_args=["p"])),
+            concurrency=ConcurrencyConfig(global_limit=global_limit,
+                                          partition=PartitionConfig(by_args=["p"])),
         )},
         "leader_election": LeaderElectionConfig(interval=200 * MS, jitter=50 * MS, ttl=timedelta(seconds=2)),
         "maintenance": MaintenanceConfig(
@@ -105,4 +106,5 @@ def main(driver: str, url: str, record_path: str, global_limit: int, max_workers
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])))
+    driver, url, record = sys.argv[1:4]
+    sys.exit(main(driver, url, record, *(int(a) for a in sys.argv[4:7])))
