@@ -98,6 +98,11 @@ def work(run: Run, records: Path) -> dict[int, int]:
         for start in range(0, len(batch), 1000):
             inserter.insert_many(batch[start:start + 1000])
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    stop = threading.Event()
+    sampler = threading.Thread(target=_sampler, args=(run, stop), daemon=True)
+    sampler.start()
+    while run.samples == 0 and sampler.is_alive():  # sampling before the first claim
+        time.sleep(0.01)
     children = [
         subprocess.Popen(
             [sys.executable, str(CHILD), driver, run.url, str(records), str(run.global_limit),
@@ -105,12 +110,9 @@ def work(run: Run, records: Path) -> dict[int, int]:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         for driver in run.drivers
     ]
-    stop = threading.Event()
-    sampler = threading.Thread(target=_sampler, args=(run, stop), daemon=True)
     try:
         for child in children:
             assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        sampler.start()
         deadline = time.monotonic() + DEADLINE
         killed = False
         while True:
@@ -179,7 +181,7 @@ def test_postgres_three_processes_hold_the_limit_through_a_sigkill(pg_flow_url: 
 def test_sqlite_three_processes_hold_the_limit(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/flow.sqlite3"
     _migrate(url)
-    run = Run(url, ("sync", "trio", "asyncio"), jobs=300, partitions=10, global_limit=2, max_workers=10)
+    run = Run(url, ("sync", "trio", "asyncio"), jobs=500, partitions=10, global_limit=2, max_workers=10)
     check(run, work(run, tmp_path / "records"))
 
 
