@@ -360,9 +360,9 @@ def http_endpoints(client: Any, args: argparse.Namespace) -> Iterator[None]:
     ports: dict[int, dict[str, Any]] = {}
     health = health_app(client_health(client))
     if args.metrics_port is not None:
+        metrics = instrument(client, args)  # first: it says so when prometheus_client is missing
         from river_prometheus import make_wsgi_app
 
-        metrics = instrument(client, args)
         ports.setdefault(args.metrics_port, {}).update({"/metrics": make_wsgi_app(metrics.registry),
                                                          "/healthz": health})
     if args.health_port is not None:

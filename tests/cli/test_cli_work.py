@@ -12,6 +12,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -826,3 +827,22 @@ def test_metrics_without_a_database_url_log_that_the_counts_are_off(
         assert client.middleware == (metrics.work,) and client.insert_middleware == (metrics.insert_many,)
     finally:
         client.stop()
+
+
+def test_a_metrics_port_already_taken_exits_1_naming_it(
+    app_module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        assert main(["work", f"{app_module}:client", "--metrics-port", str(port)]) == 1
+    assert f"river work: error: cannot listen on 127.0.0.1:{port}: " in capsys.readouterr().err
+
+
+def test_metrics_port_without_prometheus_client_names_the_extra(
+    app_module: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "river_prometheus", None)  # as if prometheus_client were missing
+    assert main(["work", f"{app_module}:client", "--metrics-port", "0"]) == 2
+    assert "pip install 'river-python[prometheus]'" in capsys.readouterr().err
