@@ -1,4 +1,4 @@
-"""``python -m benchmarks [pure|rounds|latency|sync|trio|all|pgbouncer]``: print figures."""
+"""``python -m benchmarks [pure|rounds|latency|workflows|sync|trio|all|pgbouncer]``: print figures."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import latency
 
         latency.main(argv[1:] if which == "latency" else [])
+    if which in ("workflows", "all"):
+        from benchmarks import workflows
+
+        workflows.main(argv[1:] if which == "workflows" else [])
     if which == "pgbouncer":  # not in "all": it needs a pgbouncer binary
         from benchmarks import pgbouncer
 
