@@ -19,6 +19,7 @@ import binascii
 import hashlib
 import hmac
 import inspect
+import ipaddress
 import os
 import secrets
 from collections.abc import Awaitable, Callable
@@ -152,3 +153,27 @@ class Csrf:
         if not isinstance(sent, str) or not cookie or not self.valid(cookie):
             return False
         return hmac.compare_digest(cookie, sent)
+
+
+# ---------------------------------------------------------------- where to listen
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``): reachable from this machine only."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
+def check_bind(host: str, auth: object, *, allow_unauthenticated_remote: bool = False) -> None:
+    """Refuse to listen beyond loopback without authentication, unless that is declared deliberate."""
+    if auth is None and not is_loopback(host) and not allow_unauthenticated_remote:
+        raise ConfigurationError(
+            f"refusing to serve the dashboard on {host} without authentication: anyone who reaches it "
+            f"could retry, cancel and delete jobs. Set {ENV_USERNAME} and {ENV_PASSWORD}, bind to "
+            "127.0.0.1, or pass --allow-unauthenticated-remote if that is deliberate (e.g. behind an "
+            "authenticating proxy)"
+        )

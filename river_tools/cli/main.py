@@ -40,6 +40,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "river_tools.cli.work",
     "river_tools.cli.health",
     "river_tools.cli.scaffold",
+    "river_tools.cli.ui",
 )
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
