@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("starlette")  # the ui extra; the test extra installs it, so CI never skips
 
+from river_protocol.errors import JobNotFoundError
 from river_protocol.intents import FullJobRow
 from river_protocol.states import JobState
 from river_sync import Client
@@ -90,6 +91,25 @@ def shared(
         yield url, seeded
     finally:
         drop_db(url)
+
+
+def state_of(url: str, job_id: int) -> JobState | None:
+    """The job's state in river_job now (None: no such row)."""
+    client = Client(url, leader_election=False, notifications=False)
+    try:
+        return client.jobs.get(job_id).state
+    except JobNotFoundError:
+        return None
+    finally:
+        client.close()
+
+
+def queue_paused(url: str, name: str) -> bool:
+    client = Client(url, leader_election=False, notifications=False)
+    try:
+        return client.queues.get(name).paused_at is not None
+    finally:
+        client.close()
 
 
 CSRF_RE = re.compile(r'name="csrf_token" value="([^"]+)"')

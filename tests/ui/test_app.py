@@ -13,11 +13,10 @@ from collections.abc import Iterator
 import pytest
 
 from river_protocol.states import JobState
-from river_sync import Client
 from river_ui import BasicAuth, ConfigurationError, create_app
 from river_ui.demo import LEADER_ID, PAUSED_QUEUE, Seeded
 from river_ui.security import CONTENT_SECURITY_POLICY, CSRF_COOKIE
-from tests.ui.conftest import HOSTILE, IMG, SCRIPT, csrf_token, insert_hostile
+from tests.ui.conftest import HOSTILE, IMG, SCRIPT, csrf_token, insert_hostile, queue_paused, state_of
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -36,27 +35,6 @@ def web(seeded: tuple[str, Seeded]) -> Iterator[TestClient]:
 def shared_web(shared: tuple[str, Seeded]) -> Iterator[TestClient]:
     with TestClient(create_app(database_url=shared[0])) as client:
         yield client
-
-
-def state_of(url: str, job_id: int) -> JobState | None:
-    client = Client(url, leader_election=False, notifications=False)
-    try:
-        from river_protocol.errors import JobNotFoundError
-
-        try:
-            return client.jobs.get(job_id).state
-        except JobNotFoundError:
-            return None
-    finally:
-        client.close()
-
-
-def paused(url: str, name: str) -> bool:
-    client = Client(url, leader_election=False, notifications=False)
-    try:
-        return client.queues.get(name).paused_at is not None
-    finally:
-        client.close()
 
 
 def cell(page: str, queue: str, state: str) -> str:
@@ -239,11 +217,11 @@ def test_retry_cancel_and_delete_go_through_the_admin_api(
 def test_pause_and_resume_a_queue(seeded: tuple[str, Seeded], web: TestClient) -> None:
     url, _ = seeded
     token = csrf_token(web.get("/").text)
-    assert not paused(url, "email")
+    assert not queue_paused(url, "email")
     page = web.post("/actions/queue", data={"action": "pause", "queue": "email", "csrf_token": token}).text
-    assert "paused queue email" in page and paused(url, "email")
+    assert "paused queue email" in page and queue_paused(url, "email")
     web.post("/actions/queue", data={"action": "resume", "queue": "email", "csrf_token": token})
-    assert not paused(url, "email")
+    assert not queue_paused(url, "email")
     missing = web.post("/actions/queue", data={"action": "pause", "queue": "nope", "csrf_token": token})
     assert "not found" in missing.text
 
@@ -267,7 +245,7 @@ def test_a_post_without_a_valid_csrf_token_is_refused_and_changes_nothing(
         "/actions/jobs", data={"action": "retry", "job_id": str(discarded), "csrf_token": token}
     )
     assert response.status_code == 403
-    assert state_of(url, discarded) is JobState.DISCARDED and not paused(url, "email")
+    assert state_of(url, discarded) is JobState.DISCARDED and not queue_paused(url, "email")
     # A GET never changes anything: the action routes answer only POST.
     assert web.get("/actions/jobs", params={"action": "retry", "job_id": discarded}).status_code == 405
 
@@ -296,7 +274,7 @@ def test_read_only_mode_hides_and_refuses_every_action(seeded: tuple[str, Seeded
         )
         assert response.status_code == 403 and "read-only" in response.text
         assert web.post("/actions/queue", data={"action": "pause", "queue": "email"}).status_code == 403
-    assert state_of(url, discarded) is JobState.DISCARDED and not paused(url, "email")
+    assert state_of(url, discarded) is JobState.DISCARDED and not queue_paused(url, "email")
 
 
 # ---------------------------------------------------------------- authentication
