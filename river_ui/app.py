@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jinja2
@@ -58,10 +59,12 @@ MAX_SELECTION = 500
 
 @dataclass(frozen=True)
 class Page:
-    """An extra page in the navigation (flow-control limits, workflows: built elsewhere).
+    """An extra page in the navigation: the place for flow-control limits and workflows.
 
-    ``route`` is any Starlette route; its handler may render ``river_ui``'s base template
-    with ``render(request, "your.html", {...})`` from ``request.app.state.river_ui``.
+    ``route`` is any Starlette route, ``name`` its name (the link is ``url_for(name)``). Its
+    handler renders with the dashboard's templates and security headers through
+    ``request.app.state.river_ui.render(request, "your.html", {...})``; ``your.html`` lives in
+    one of ``create_app(template_dirs=...)`` and may extend ``base.html``.
     """
 
     title: str
@@ -108,15 +111,22 @@ class Dashboard:
         csrf: Csrf,
         pages: Sequence[Page],
         refresh_seconds: int,
+        template_dirs: Sequence[str | os.PathLike[str]] = (),
     ) -> None:
         self.holder, self.auth, self.read_only, self.csrf = holder, auth, read_only, csrf
         self.pages, self.refresh_seconds = tuple(pages), refresh_seconds
+        # The host's own templates (for its pages) first, then the dashboard's, which they extend.
+        loaders: list[jinja2.BaseLoader] = (
+            [jinja2.FileSystemLoader(list(template_dirs))] if template_dirs else []
+        )
         env = jinja2.Environment(
-            loader=jinja2.PackageLoader("river_ui", "templates"),
+            loader=jinja2.ChoiceLoader([*loaders, jinja2.PackageLoader("river_ui", "templates")]),
             autoescape=True,
             undefined=jinja2.StrictUndefined,
         )
-        env.filters.update(ago=describe_age, ts=format_time, num=format_count, json=pretty_json)
+        env.filters.update(
+            ago=describe_age, ts=format_time, short=short_time, num=format_count, json=pretty_json
+        )
         self.templates = Jinja2Templates(env=env)
 
     def render(
@@ -175,6 +185,11 @@ def describe_age(value: timedelta | None) -> str:
 
 def format_time(value: datetime | None) -> str:
     return "—" if value is None else value.isoformat(sep=" ", timespec="milliseconds")
+
+
+def short_time(value: datetime | None) -> str:
+    """To the second, in UTC: what a table needs (the full time is in the element's title)."""
+    return "—" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def format_count(value: StateCount | int) -> str:
@@ -385,6 +400,7 @@ def create_app(
     read_only: bool = False,
     csrf_secret: bytes | None = None,
     pages: Sequence[Page] = (),
+    template_dirs: Sequence[str | os.PathLike[str]] = (),
     refresh_seconds: int = REFRESH_SECONDS,
     debug: bool = False,
 ) -> Starlette:
@@ -395,7 +411,9 @@ def create_app(
     ``BasicAuth.from_env()``, or a callable ``(request) -> bool`` (sync or async) of the host app.
     ``read_only`` hides and refuses every action. ``csrf_secret`` signs the CSRF tokens (random
     per app by default; give one when several processes serve the same dashboard).
-    ``pages`` adds pages to the navigation (see ``Page``).
+    ``pages`` adds pages to the navigation (see ``Page``), whose templates are looked up in
+    ``template_dirs`` first (they may extend the dashboard's ``base.html``). ``refresh_seconds``:
+    how often pages refresh themselves (0: never).
     """
     holder = ClientHolder(database_url, schema, client)
     ui = Dashboard(
@@ -405,6 +423,7 @@ def create_app(
         csrf=Csrf(csrf_secret),
         pages=pages,
         refresh_seconds=refresh_seconds,
+        template_dirs=template_dirs,
     )
 
     @contextlib.asynccontextmanager

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-WIDTH = 180
+WIDTH = 150
 HEIGHT = 36
 # Drawn bottom to top in this order; colours come from the stylesheet (class ``series-NAME``).
 STACK = ("completed", "failed", "cancelled")

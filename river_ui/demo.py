@@ -53,8 +53,13 @@ def demo_rows(now: datetime) -> list[FullJobRow]:
     """Jobs in every state across ``QUEUES``, some finished over the last hour (for the chart)."""
     rows: list[FullJobRow] = []
     kinds = ("send_email", "build_report", "sync_account")
-    for i in range(90):  # an hour of finished work: completed mostly, a few discarded and cancelled
-        at = now - timedelta(minutes=59) + timedelta(seconds=40 * i)
+    # An hour of finished work, busier in the middle: completed mostly, a few discarded and cancelled.
+    moments = [
+        now - timedelta(minutes=60 - minute) + timedelta(seconds=9 * k + 3)
+        for minute in range(60)
+        for k in range(1 + minute * 7 % 4 + (3 if 20 <= minute < 35 else 0))
+    ]
+    for i, at in enumerate(moments):
         state = (
             JobState.DISCARDED if i % 17 == 5 else JobState.CANCELLED if i % 23 == 7 else JobState.COMPLETED
         )

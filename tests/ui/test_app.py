@@ -339,3 +339,27 @@ def test_mounted_under_a_prefix_links_stay_inside_it(shared: tuple[str, Seeded])
         assert 'action="http://testserver/admin/river/actions/jobs"' in page
         assert web.get("/admin/river/static/river_ui.js").status_code == 200
         assert "set-cookie" not in web.get("/admin/river/").headers  # the cookie's token is kept
+
+
+def test_a_page_of_the_host_joins_the_navigation_and_the_templates(
+    shared: tuple[str, Seeded], tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    from starlette.routing import Route
+
+    from river_ui import Page
+
+    (tmp_path / "limits.html").write_text(
+        '{% extends "base.html" %}{% block content %}<h1 id="limits">Limits: {{ used }}</h1>{% endblock %}'
+    )
+
+    async def limits(request):  # type: ignore[no-untyped-def]
+        return request.app.state.river_ui.render(request, "limits.html", {"used": "3 of <5>"})
+
+    page = Page("Limits", Route("/limits", limits, name="limits"), "limits")
+    with TestClient(create_app(database_url=shared[0], pages=[page], template_dirs=[tmp_path])) as web:
+        overview = web.get("/").text
+        assert '<a href="http://testserver/limits">Limits</a>' in overview
+        response = web.get("/limits")
+        assert '<h1 id="limits">Limits: 3 of &lt;5&gt;</h1>' in response.text
+        assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        assert 'href="http://testserver/jobs">Jobs</a>' in response.text
