@@ -84,13 +84,17 @@ def test_insert_batch_with_options_and_unique_duplicates(adapter: Pair) -> None:
                   "scheduled_at": "2031-02-03T04:05:06.789Z", "metadata": "__METADATA__"}},
         {"message": "pending", "opts": {"pending": True}},
         {"message": "unique", "opts": {"unique": {"by_args": True, "by_queue": True}}},
-        {"message": "unique", "opts": {"unique": {"by_args": True, "by_queue": True}}},
     ]}}).replace('"__METADATA__"', metadata)
     answer = process.send_line(line)
     results = answer["result"]["results"]
-    options, pending, unique, duplicate = (r["job"] for r in results)
-    assert [r["unique_skipped_as_duplicate"] for r in results] == [False, False, False, True]
-    assert duplicate["id"] == unique["id"]
+    options, pending, unique = (r["job"] for r in results)
+    assert [r["unique_skipped_as_duplicate"] for r in results] == [False, False, False]
+    # The same unique job in a later batch is skipped as a duplicate of the stored one.
+    again = process.send_line(json.dumps({"jsonrpc": "2.0", "id": 1001, "method": "insert", "params": {
+        "jobs": [{"message": "unique", "opts": {"unique": {"by_args": True, "by_queue": True}}}]}}))
+    [duplicate] = again["result"]["results"]
+    assert duplicate["unique_skipped_as_duplicate"] is True
+    assert duplicate["job"]["id"] == unique["id"]
     assert options["args"] == {"behavior": "sleep", "duration_ms": 5, "message": "options"}
     assert (options["max_attempts"], options["priority"], options["queue"], options["tags"]) \
         == (7, 2, "elsewhere", ["job-rows", "tag_2"])
@@ -107,6 +111,16 @@ def test_insert_batch_with_options_and_unique_duplicates(adapter: Pair) -> None:
         (options["id"],)).fetchone()
     assert stored == ("0.1000000000000000055511151231257827", "123456789012345678901234567890", "a<b>&")
     assert _count(schema, "SELECT count(*) FROM river_job WHERE args->>'message' = 'unique'") == 1
+
+
+def test_insert_batch_repeating_a_unique_key_is_refused_whole(adapter: Pair) -> None:
+    # River refuses such a batch (harness leaf Batch/Atomicity): an error answer, nothing stored.
+    process, schema = adapter
+    unique = {"message": "twice", "opts": {"unique": {"by_args": True}}}
+    answer = process.send_line(json.dumps({"jsonrpc": "2.0", "id": 1002, "method": "insert", "params": {
+        "jobs": [{"message": "first"}, unique, unique]}}))
+    assert "result" not in answer and answer["error"]["message"]
+    assert _count(schema, "SELECT count(*) FROM river_job WHERE args->>'message' IN ('first', 'twice')") == 0
 
 
 def test_numbers_beyond_a_float_are_reported_exactly(adapter: Pair) -> None:

@@ -36,7 +36,7 @@ EXPECTED: dict[str, list[str | frozenset[str]]] = {
         "account 1: inserted job 1 (skipped: False)", "account 1 again: job 1 (skipped: True)",
         # Postgres spends a sequence value on the skipped insert: later ids differ by database.
         "account 2: inserted job", "(skipped: False)", "rebuild in search: job", "(skipped: False)",
-        "rebuild in search: job", "(skipped: True)", "rebuild in archive: job", "(skipped: False)",
+        "rebuild in archive: job", "(skipped: False)", "rebuild in search: job", "(skipped: True)",
         "rows in the database: 4",
     ],
     "periodic_jobs": ["this client is the leader", "heartbeat job 1 (periodic job 'heartbeat')",
