@@ -106,6 +106,7 @@ class ClientBase:
         job_timeout: timedelta = JOB_TIMEOUT_DEFAULT,
         soft_stop_timeout: timedelta | None = None,
         leader_election: bool | LeaderElectionConfig = True,
+        leader_election_disabled: bool = False,
         fetch_only_known_kinds: bool = False,
         periodic_jobs: Sequence[PeriodicJob] = (),
         maintenance: MaintenanceConfig | None = None,
@@ -141,7 +142,7 @@ class ClientBase:
                 group_commit=group_commit,
                 unique_key_rules=parse_unique_key_rules(unique_key_rules),
                 maintenance=maintenance or MaintenanceConfig(),
-                leader_election=election_config(leader_election),
+                leader_election=election_config(leader_election, leader_election_disabled),
                 job_log_levels=parse_job_log_levels(job_log_levels),
             )
             self._rng = random.Random()

@@ -77,13 +77,23 @@ def health_report(client_state: str, stats: ClientStats, now: datetime) -> tuple
     }
 
 
-def election_config(value: bool | LeaderElectionConfig) -> LeaderElectionConfig | None:
-    """The ``leader_election`` argument as a config (None: this client never leads)."""
+def election_config(
+    value: bool | LeaderElectionConfig, disabled: bool = False
+) -> LeaderElectionConfig | None:
+    """The ``leader_election`` and ``leader_election_disabled`` arguments as a config (None: this
+    client never leads). ``leader_election_disabled=True`` is Go's ``LeaderElectionDisabled``,
+    the same as ``leader_election=False``; with election settings beside it, it contradicts them."""
+    if not isinstance(disabled, bool):
+        raise ValidationError(f"leader_election_disabled must be a bool, got {disabled!r}")
     if isinstance(value, LeaderElectionConfig):
+        if disabled:
+            raise ValidationError(
+                "leader_election_disabled=True contradicts the leader_election settings given"
+            )
         return value
     if not isinstance(value, bool):
         raise ValidationError(f"leader_election must be a bool or a LeaderElectionConfig, got {value!r}")
-    return LeaderElectionConfig() if value else None
+    return LeaderElectionConfig() if value and not disabled else None
 
 
 def accepts_triggers(runner: Any) -> bool:

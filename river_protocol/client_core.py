@@ -48,7 +48,7 @@ from river_protocol.constants import (
     WORKFLOW_PROMOTER_INTERVAL,
 )
 from river_protocol.cron import Schedule
-from river_protocol.errors import ValidationError
+from river_protocol.errors import LeaderElectionDisabledError, ValidationError
 from river_protocol.flow_control import ConcurrencyConfig, FlowControl, RateLimit
 from river_protocol.flow_intents import SetQueueLimits
 from river_protocol.frozen import quick_init
@@ -628,8 +628,15 @@ class ClientCore:
         """The enqueuer's definition for a user's job: its constructor resolved like ``insert``.
 
         A bad return value (unknown kind, wrong type) raises inside the constructor, which the
-        enqueuer reports and skips for that run only.
+        enqueuer reports and skips for that run only. A client that never leads refuses periodic
+        jobs at once (``LeaderElectionDisabledError``): only a leader enqueues them.
         """
+        if self.config.leader_election is None:
+            raise LeaderElectionDisabledError(
+                f"periodic job {job.id or ''!r} needs leader election, which is disabled on "
+                "this client: only the leader enqueues periodic jobs, so it would never run (enable "
+                "leader election here, or register it on a client that takes part in elections)"
+            )
 
         def build(now: datetime) -> InsertParams | None:
             produced = constructed_args(job)

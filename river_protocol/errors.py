@@ -34,6 +34,12 @@ class UniqueKeyRepeatedError(ValidationError):
         self.positions = positions
 
 
+class LeaderElectionDisabledError(ValidationError):
+    """Something only a leader does was asked of a client whose leader election is disabled
+    (``leader_election_disabled=True`` / ``leader_election=False``): periodic jobs, which only
+    the leader enqueues, so they would never run."""
+
+
 class UniqueKeyError(RiverError):
     """River's unique-key builder fails on these args (path syntax quirks)."""
 

@@ -24,7 +24,7 @@ from river_protocol.outcomes import Failed
 from river_protocol.unique import UniqueOpts
 from river_protocol.work import JobCancel, JobSnooze
 from river_protocol.workers import Workers
-from river_tools.conformance_adapter.jsonrpc import InvalidParams, Rejected
+from river_tools.conformance_adapter.jsonrpc import InvalidParams
 from river_tools.conformance_adapter.params import StartParams
 
 log = logging.getLogger(__name__)
@@ -222,9 +222,6 @@ def client_settings(params: StartParams, worker: EchoWorker, stats: Stats) -> di
     """Keyword arguments of ``river_sync.Client`` for ``start``'s params (database aside)."""
     if params.periodic_unique and not params.periodic_run_on_start:
         raise InvalidParams("periodic_unique requires periodic_run_on_start")
-    if params.leader_election_disabled and params.periodic_run_on_start:
-        # River refuses periodic jobs on a client that never leads: nothing would enqueue them.
-        raise Rejected("periodic jobs need leader election: leader_election_disabled rules them out")
     tuning = params.tuning
     poll = _ms(params.fetch_poll_interval_ms) if params.fetch_poll_interval_ms > 0 else None
     poll_setting: dict[str, Any] = {"fetch_poll_interval": poll} if poll is not None else {}
@@ -237,8 +234,10 @@ def client_settings(params: StartParams, worker: EchoWorker, stats: Stats) -> di
         maintenance["rescuer_interval"] = _ms(tuning.rescuer_interval_ms)
     if tuning is not None and tuning.scheduler_interval_ms > 0:
         maintenance["scheduler_interval"] = _ms(tuning.scheduler_interval_ms)
-    election: bool | LeaderElectionConfig = not params.leader_election_disabled
-    if election and tuning is not None and tuning.elect_interval_ms > 0:
+    # With leader_election_disabled the client itself refuses periodic jobs
+    # (LeaderElectionDisabledError, answered as rejected), as River Go does.
+    election: bool | LeaderElectionConfig = True
+    if not params.leader_election_disabled and tuning is not None and tuning.elect_interval_ms > 0:
         interval = _ms(tuning.elect_interval_ms)
         election = LeaderElectionConfig(interval=interval, jitter=min(interval, timedelta(milliseconds=10)))
     periodic: list[PeriodicJob] = []
@@ -258,6 +257,7 @@ def client_settings(params: StartParams, worker: EchoWorker, stats: Stats) -> di
         "workers": workers_for(params.worker_kinds, worker),
         "client_id": params.client_id or None,
         "leader_election": election,
+        "leader_election_disabled": params.leader_election_disabled,
         "fetch_only_known_kinds": params.fetch_only_known_kinds,
         "periodic_jobs": periodic,
         "maintenance": MaintenanceConfig(**maintenance),

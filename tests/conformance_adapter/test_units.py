@@ -166,10 +166,11 @@ def test_worker_kinds_and_settings() -> None:
     assert settings["notifications"] is False and settings["fetch_only_known_kinds"] is True
     assert settings["retry_policy"].next_retry(_row(), T, 0.5) == T + timedelta(milliseconds=5)
     disabled = p.StartParams(leader_election_disabled=True)
-    assert client_settings(disabled, worker, Stats())["leader_election"] is False
-    with pytest.raises(jsonrpc.Rejected):
-        client_settings(p.StartParams(leader_election_disabled=True, periodic_run_on_start=True), worker,
-                        Stats())
+    assert client_settings(disabled, worker, Stats())["leader_election_disabled"] is True
+    # The client refuses the periodic jobs (LeaderElectionDisabledError, test_protocol_errors).
+    refused = client_settings(p.StartParams(leader_election_disabled=True, periodic_run_on_start=True),
+                              worker, Stats())
+    assert refused["leader_election_disabled"] is True and len(refused["periodic_jobs"]) == 1
     with pytest.raises(jsonrpc.InvalidParams):
         client_settings(p.StartParams(periodic_unique=True), worker, Stats())
     assert FixedRetryPolicy(timedelta(seconds=1)).next_retry(_row(), T, 0.0) == T + timedelta(seconds=1)

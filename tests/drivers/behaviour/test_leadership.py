@@ -27,12 +27,12 @@ from leader_support import (  # type: ignore[import-not-found]
 )
 from test_client_support import Task  # type: ignore[import-not-found]
 
-from behaviour.support import leader_client
-from river_protocol.errors import ValidationError
+from behaviour.support import fast_client, leader_client, wait_for
+from river_protocol.errors import LeaderElectionDisabledError, ValidationError
 from river_protocol.intents import Notify
 from river_protocol.machines.maintenance import RESCUE_ERROR
 from river_protocol.machines.notifications import TOPIC_LEADERSHIP, build_request_resign
-from river_sync import Client, Database, JobState, LeaderElectionConfig, Workers
+from river_sync import Client, Database, EventKind, JobState, LeaderElectionConfig, PeriodicJob, Workers
 
 
 def _workers(h: Harness, **kwargs: Any) -> Workers:
@@ -120,6 +120,27 @@ def test_clients_that_never_elect(h: Harness, client_db_url: str) -> None:
             assert leader_id(db) == "voter"
         assert not no_election.is_leader
         assert leader_id(db) is None
+
+
+def test_leader_election_disabled_works_jobs_never_leads_and_refuses_periodic_jobs(
+    h: Harness, client_db_url: str
+) -> None:
+    """Go's LeaderElectionDisabled (River v0.48): the client works jobs, never writes river_leader,
+    runs no maintenance, and refuses periodic jobs, which only a leader would enqueue."""
+    hourly = PeriodicJob(timedelta(hours=1), lambda: Task("p"), id="hourly")
+    with pytest.raises(LeaderElectionDisabledError, match="hourly"):
+        fast_client(h, client_db_url, _workers(h), leader_election_disabled=True, periodic_jobs=[hourly])
+    with pytest.raises(ValidationError, match="contradicts"):
+        h.client(client_db_url, leader_election_disabled=True, leader_election=FAST_ELECTION)
+    client = leader_client(h, client_db_url, _workers(h), leader_election_disabled=True, leader_election=True)
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with client, Database.from_url(client_db_url) as db:
+        with pytest.raises(LeaderElectionDisabledError):
+            client.periodic_jobs.add(hourly)
+        job = client.insert(Task("worked")).job
+        wait_for(sub, job.id)
+        assert not client.is_leader and leader_id(db) is None
+        assert h.raw(client).leadership_terms == 0
 
 
 # ---------------------------------------------------------------- process death
