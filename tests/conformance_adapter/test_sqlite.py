@@ -18,7 +18,8 @@ def test_sqlite_methods_over_stdio(tmp_path: Path) -> None:
         assert second.call("migrate")["versions"] == []  # the other process sees the schema
         unique = echo("unique", unique={"by_args": True})
         output = echo("on sqlite", "output", metadata={"n": 1.5}, tags=["tag_a"])
-        assert first.error_code("insert", {"jobs": [unique, unique]}) == jsonrpc.REJECTED  # a repeat in a batch
+        # A batch repeating a unique key is refused whole.
+        assert first.error_code("insert", {"jobs": [unique, unique]}) == jsonrpc.REJECTED
         inserted = first.insert(output, unique) + second.insert(unique)
         assert [r["unique_skipped_as_duplicate"] for r in inserted] == [False, False, True]
         job = inserted[0]["job"]
