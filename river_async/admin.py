@@ -36,6 +36,8 @@ from river_protocol.admin import (
 from river_protocol.admin import cancel_intent as _cancel_intent
 from river_protocol.client_core import QueueConfig
 from river_protocol.errors import ValidationError
+from river_protocol.flow_control import QueueLimits
+from river_protocol.flow_intents import GetFlowStatus, QueueFlowStatus, UpdateQueueLimits
 from river_protocol.intents import (
     CountJobs,
     DeleteJob,
@@ -48,6 +50,7 @@ from river_protocol.intents import (
     RetryJob,
 )
 from river_protocol.job import JobRow
+from river_protocol.options import validate_queue_name
 from river_protocol.states import JobState
 from river_protocol.workflow import (
     WorkflowSummary,
@@ -256,6 +259,21 @@ class QueuesAPI(_Admin):
     async def _announce(self, intents: Sequence[Intent], tx: Any) -> None:
         for payload in control_payloads(intents):
             await self._deliver(payload, tx=tx)
+
+    async def set_limits(self, name: str, limits: QueueLimits, *, tx: Any = None) -> None:
+        """Replace queue ``name``'s flow-control limits (docs/guides/flow-control.md): every
+        client's next claim of the queue obeys them; its partitions stay as configured. A client
+        that starts later writes its own configured limits again."""
+        if not isinstance(limits, QueueLimits):
+            raise ValidationError(f"limits must be a QueueLimits, got {type(limits).__name__}")
+        validate_queue_name(name)
+        await self._run((UpdateQueueLimits(name, limits),), tx)
+
+    async def flow_status(self, *, top: int = 5, tx: Any = None) -> list[QueueFlowStatus]:
+        """Every queue with flow-control limits: the limits, its running jobs and its ``top``
+        busiest partitions with their running counts (``[]`` without the python line)."""
+        rows: list[QueueFlowStatus] = (await self._run((GetFlowStatus(top),), tx, readonly=True))[0]
+        return rows
 
     def worked(self) -> dict[str, QueueConfig]:
         """The queues this client works (configured, plus runtime additions, minus removals)."""

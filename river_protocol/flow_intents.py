@@ -65,3 +65,35 @@ class BusiestPartitions(Intent):
     queue: str
     partition: PartitionConfig
     top: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateQueueLimits(Intent):
+    """Change ``queue``'s limit numbers at runtime (every client's next claim obeys them),
+    keeping its partitions; a queue with no row yet gets one. Fails with a ``MigrationError``
+    naming the command when the ``python`` line is not applied. Result: None."""
+
+    queue: str
+    limits: QueueLimits
+    transactional = True
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFlowStatus:
+    """One limited queue as ``river queues list`` and ``client.queues.flow_status()`` show it."""
+
+    queue: str
+    limits: QueueLimits
+    concurrency_partition: PartitionConfig
+    rate_partition: PartitionConfig
+    updated_at: datetime
+    running: int
+    busiest: tuple[PartitionUsage, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GetFlowStatus(Intent):
+    """Every limited queue with its limits, its running jobs and its ``top`` busiest
+    partitions (``[]`` when the python line is not applied)."""
+
+    top: int = 5

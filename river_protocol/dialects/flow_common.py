@@ -7,9 +7,21 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from river_protocol.dialects.base import Plan
 from river_protocol.errors import MigrationError
 from river_protocol.flow_control import PartitionConfig, QueueLimits
-from river_protocol.flow_intents import MIGRATE_HINT, SetQueueLimits
+from river_protocol.flow_intents import (
+    MIGRATE_HINT,
+    BusiestPartitions,
+    GetFlowStatus,
+    ListQueueLimits,
+    PartitionUsage,
+    QueueFlowStatus,
+    QueueLimitRow,
+    SetQueueLimits,
+    UpdateQueueLimits,
+)
+from river_protocol.intents import Statement
 
 LIMIT_COLUMNS = "global_limit, local_limit, rate_allowed, rate_period_ms"
 ORDER = "priority, scheduled_at, id"
@@ -71,3 +83,40 @@ def ranked_sql(rate: bool) -> str:
             FROM candidates c LEFT JOIN running ON running.pkey = c.ckey
             {'LEFT JOIN recent ON recent.rkey = c.rkey' if rate else ''}
         )"""
+
+
+def update_limits_plan(
+    prefix: str, ph: str, now_sql: str, intent: UpdateQueueLimits, table_exists: Plan[bool],
+) -> Plan[None]:
+    """The numbers of ``intent.queue``'s row, its partitions kept (both dialects: ``ph`` is the
+    placeholder, ``now_sql`` the database's clock)."""
+    if not (yield from table_exists):
+        raise missing_line(intent.queue)
+    lim = intent.limits
+    numbers = (lim.global_limit, lim.local_limit, lim.rate_allowed, lim.rate_period_ms)
+    rows = yield Statement(
+        f"UPDATE {prefix}river_py_queue_limit SET global_limit = {ph}, local_limit = {ph},"
+        f" rate_allowed = {ph}, rate_period_ms = {ph}, updated_at = {now_sql}"
+        f" WHERE queue = {ph} RETURNING queue", (*numbers, intent.queue))
+    if not rows:
+        yield Statement(
+            f"INSERT INTO {prefix}river_py_queue_limit ({LIMIT_COLUMNS}, queue)"
+            f" VALUES ({', '.join([ph] * 5)})",
+            (*numbers, intent.queue), fetch=False)
+    return None
+
+
+def flow_status_plan(
+    d: Any, intent: GetFlowStatus,
+    list_limits: Any, busiest: Any, running_sql: str, ph: str,
+) -> Plan[list[QueueFlowStatus]]:
+    """``GetFlowStatus`` from the dialect's own ``ListQueueLimits`` and ``BusiestPartitions`` plans."""
+    rows: list[QueueLimitRow] = yield from list_limits(d, ListQueueLimits())
+    out = []
+    for row in rows:
+        count = yield Statement(running_sql.format(ph=ph), (row.queue,))
+        top: list[PartitionUsage] = yield from busiest(
+            d, BusiestPartitions(row.queue, row.concurrency_partition, intent.top))
+        out.append(QueueFlowStatus(row.queue, row.limits, row.concurrency_partition, row.rate_partition,
+                                   row.updated_at, int(count[0][0]), tuple(top)))
+    return out

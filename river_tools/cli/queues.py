@@ -1,4 +1,4 @@
-"""``river queues ...``: list queues, pause and resume them.
+"""``river queues ...``: list queues, pause and resume them, change their flow-control limits.
 
 Pause and resume change ``river_queue`` and announce the change on ``river_control`` in the
 same transaction, as River's client does, so running clients react within moments (Postgres
@@ -13,13 +13,23 @@ from collections import Counter
 from typing import Any
 
 from river_db.executor import Executor
-from river_protocol.errors import QueueNotFoundError
+from river_protocol.errors import MigrationError, QueueNotFoundError, ValidationError
+from river_protocol.flow_control import QueueLimits
+from river_protocol.flow_intents import GetFlowStatus, QueueFlowStatus, UpdateQueueLimits
 from river_protocol.intents import CountJobs, ListQueues, Notify, PauseQueue, QueueRow, ResumeQueue
 from river_protocol.machines.notifications import TOPIC_CONTROL, build_pause, build_resume
 from river_protocol.states import JobState
 from river_tools.cli.jobs import open_executor
 from river_tools.cli.main import EXIT_OK, CommandFailed, add_database_flags
 from river_tools.cli.output import print_json, print_table, rfc3339
+from river_tools.cli.queue_limits import (
+    UNSET,
+    describe_busiest,
+    describe_limits,
+    flow_json,
+    merge,
+    parse_limit,
+)
 
 ALL = "*"
 PAGE = 100
@@ -46,6 +56,21 @@ def register(sub: Any) -> None:
         p.add_argument("name", metavar="NAME", help="queue name, or * for all queues")
         p.set_defaults(func=cmd_pause_resume, action=action)
 
+    p = qsub.add_parser(
+        "set-limit", help="Change a queue's flow-control limits on every client",
+        description="Change the limits of a queue with flow control (docs/guides/flow-control.md): "
+        "every client's next claim obeys them. Unnamed limits keep their values; `none` removes "
+        "one. Needs the python migration line (`river migrate-up --line python`).")
+    add_database_flags(p)
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    p.add_argument("name", metavar="NAME", help="queue name")
+    p.add_argument("--global-limit", type=parse_limit, default=UNSET,
+                   help="running at once across every client, or none")
+    p.add_argument("--local-limit", type=parse_limit, default=UNSET,
+                   help="running at once in each client, or none")
+    p.add_argument("--rate", metavar="N/PERIOD", help="starts per window, e.g. 100/60s or 5/250ms, or none")
+    p.set_defaults(func=cmd_set_limit)
+
 
 def all_queues(ex: Executor) -> list[QueueRow]:
     rows: list[QueueRow] = []
@@ -62,6 +87,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     with open_executor(args) as ex:
         queues = all_queues(ex)
         counts: dict[tuple[JobState, str, str], int] = ex.run(CountJobs())
+        flow: dict[str, QueueFlowStatus] = {s.queue: s for s in ex.run(GetFlowStatus(top=3))}
     per_queue: dict[str, Counter[JobState]] = {}
     for (state, queue, _kind), n in counts.items():
         per_queue.setdefault(queue, Counter())[state] += n
@@ -76,7 +102,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "metadata": q.metadata,
                 "available": per_queue.get(q.name, Counter())[JobState.AVAILABLE],
                 "running": per_queue.get(q.name, Counter())[JobState.RUNNING],
-            }
+            } | ({"flow_control": flow_json(flow[q.name])} if q.name in flow else {})
             for q in queues
         ])
         return EXIT_OK
@@ -86,7 +112,31 @@ def cmd_list(args: argparse.Namespace) -> int:
     rows = [[q.name, "paused" if q.paused_at else "active", q.paused_at,
              per_queue.get(q.name, Counter())[JobState.AVAILABLE],
              per_queue.get(q.name, Counter())[JobState.RUNNING], q.updated_at] for q in queues]
-    print_table(["name", "status", "paused since", "available", "running", "updated"], rows)
+    headers = ["name", "status", "paused since", "available", "running", "updated"]
+    if flow:
+        headers += ["limits", "busiest partitions"]
+        for q, r in zip(queues, rows, strict=True):
+            status = flow.get(q.name)
+            r += [describe_limits(status), describe_busiest(status)] if status else ["-", "-"]
+    print_table(headers, rows)
+    return EXIT_OK
+
+
+def cmd_set_limit(args: argparse.Namespace) -> int:
+    with open_executor(args) as ex:
+        current = {s.queue: s.limits for s in ex.run(GetFlowStatus(top=0))}.get(args.name, QueueLimits())
+        try:
+            limits = merge(current, global_limit=args.global_limit, local_limit=args.local_limit,
+                           rate=args.rate)
+            ex.run(UpdateQueueLimits(args.name, limits))
+        except (MigrationError, ValidationError, argparse.ArgumentTypeError) as exc:
+            raise CommandFailed(str(exc)) from None
+    if args.json:
+        print_json({"queue": args.name, "global_limit": limits.global_limit,
+                    "local_limit": limits.local_limit, "rate_allowed": limits.rate_allowed,
+                    "rate_period_ms": limits.rate_period_ms})
+    else:
+        print(f"queue {args.name}: {describe_limits(limits)}")
     return EXIT_OK
 
 

@@ -17,6 +17,7 @@ from river_protocol.dialects.flow_common import (
     LIMIT_COLUMNS,
     ORDER,
     UPSERT_SET,
+    flow_status_plan,
     full_conditions,
     limits_from_row,
     missing_line,
@@ -24,6 +25,7 @@ from river_protocol.dialects.flow_common import (
     partitions_json,
     ranked_sql,
     take_conditions,
+    update_limits_plan,
 )
 from river_protocol.dialects.postgres.fragments import binder, job_rows, now_sql
 from river_protocol.dialects.postgres.jobs import _claim_filters, claim_set_sql
@@ -40,10 +42,13 @@ from river_protocol.flow_control import (
 from river_protocol.flow_intents import (
     BusiestPartitions,
     ClaimLimitedJobs,
+    GetFlowStatus,
     ListQueueLimits,
     PartitionUsage,
+    QueueFlowStatus,
     QueueLimitRow,
     SetQueueLimits,
+    UpdateQueueLimits,
 )
 from river_protocol.intents import Statement
 from river_protocol.job import JobRow
@@ -208,9 +213,20 @@ def _busiest(d: Any, intent: BusiestPartitions) -> Plan[list[PartitionUsage]]:
     return [PartitionUsage(str(r[0]), int(r[1])) for r in rows]
 
 
+def _update_queue_limits(d: Any, intent: UpdateQueueLimits) -> Plan[None]:
+    return update_limits_plan(d.prefix, "%s", "now()", intent, _table_exists(d))
+
+
+def _flow_status(d: Any, intent: GetFlowStatus) -> Plan[list[QueueFlowStatus]]:
+    running = f"SELECT count(*) FROM {d.prefix}river_job WHERE state = 'running' AND queue = {{ph}}"
+    return flow_status_plan(d, intent, _list_queue_limits, _busiest, running, "%s")
+
+
 PLANNERS: dict[type, Planner] = {
     ClaimLimitedJobs: _claim_limited,
     SetQueueLimits: _set_queue_limits,
     ListQueueLimits: _list_queue_limits,
     BusiestPartitions: _busiest,
+    UpdateQueueLimits: _update_queue_limits,
+    GetFlowStatus: _flow_status,
 }

@@ -14,6 +14,7 @@ from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.flow_common import (
     ORDER,
     UPSERT_SET,
+    flow_status_plan,
     full_conditions,
     limits_from_row,
     missing_line,
@@ -21,6 +22,7 @@ from river_protocol.dialects.flow_common import (
     partitions_json,
     ranked_sql,
     take_conditions,
+    update_limits_plan,
 )
 from river_protocol.dialects.rows import SQLITE_DB_NOW
 from river_protocol.dialects.sqlite.fragments import JOB_COLUMNS, binder, job_rows, json_list, sqlite_time
@@ -36,10 +38,13 @@ from river_protocol.flow_control import (
 from river_protocol.flow_intents import (
     BusiestPartitions,
     ClaimLimitedJobs,
+    GetFlowStatus,
     ListQueueLimits,
     PartitionUsage,
+    QueueFlowStatus,
     QueueLimitRow,
     SetQueueLimits,
+    UpdateQueueLimits,
 )
 from river_protocol.intents import Statement
 from river_protocol.job import JobRow
@@ -186,9 +191,20 @@ def _busiest(d: Any, intent: BusiestPartitions) -> Plan[list[PartitionUsage]]:
     return [PartitionUsage(str(r[0]), int(r[1])) for r in rows]
 
 
+def _update_queue_limits(d: Any, intent: UpdateQueueLimits) -> Plan[None]:
+    return update_limits_plan(d.prefix, "?", SQLITE_DB_NOW, intent, _table_exists(d))
+
+
+def _flow_status(d: Any, intent: GetFlowStatus) -> Plan[list[QueueFlowStatus]]:
+    running = f"SELECT count(*) FROM {d.prefix}river_job WHERE state = 'running' AND queue = {{ph}}"
+    return flow_status_plan(d, intent, _list_queue_limits, _busiest, running, "?")
+
+
 PLANNERS: dict[type, Planner] = {
     ClaimLimitedJobs: _claim_limited,
     SetQueueLimits: _set_queue_limits,
     ListQueueLimits: _list_queue_limits,
     BusiestPartitions: _busiest,
+    UpdateQueueLimits: _update_queue_limits,
+    GetFlowStatus: _flow_status,
 }

@@ -22,6 +22,7 @@ from river_sync import (
     InsertOpts,
     PartitionConfig,
     QueueConfig,
+    QueueLimits,
     SequenceOpts,
 )
 
@@ -106,3 +107,38 @@ def test_sequence_runs_one_at_a_time_in_insert_order(h: Harness, client_db_url: 
     assert meter.peak == {1: 1, 2: 1}
     for customer in (1, 2):
         assert [n for c, n in meter.order if c == customer] == [0, 1, 2, 3, 4]
+
+
+def test_limits_change_at_runtime_and_show_in_flow_status(h: Harness, client_db_url: str) -> None:
+    _python_line(client_db_url)
+    release = threading.Event()
+    running: list[int] = []
+    lock = threading.Lock()
+
+    def work(ctx: Any, args: Call) -> None:
+        with lock:
+            running.append(args.n)
+        release.wait(15)
+
+    client = fast_client(h, client_db_url, h.workers(work, Call, threaded=True), queues={"default": LIMITED})
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with client:
+        jobs = client.insert_many([InsertManyParams(Call(customer=1, n=i)) for i in range(4)])
+        _wait(lambda: len(running) == 2)
+        (status,) = client.queues.flow_status()
+        assert status.queue == "default" and status.limits == QueueLimits(global_limit=2)
+        assert status.concurrency_partition == PartitionConfig(by_args=["customer"])
+        assert status.running == 2 and [(u.running) for u in status.busiest] == [2]
+        client.queues.set_limits("default", QueueLimits(global_limit=3))
+        _wait(lambda: len(running) == 3)  # within the next fetch (the poll, here 50 ms)
+        assert client.queues.flow_status()[0].limits == QueueLimits(global_limit=3)
+        release.set()
+        wait_for_all(sub, [r.job.id for r in jobs])
+    assert sorted(running) == [0, 1, 2, 3]
+
+
+def _wait(predicate: Any) -> None:
+    deadline = time.monotonic() + 15
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
