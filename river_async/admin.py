@@ -12,6 +12,7 @@ within their settings poll (2 s).
 """
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -269,10 +270,10 @@ class QueuesAPI(_Admin):
         validate_queue_name(name)
         await self._run((UpdateQueueLimits(name, limits),), tx)
 
-    async def flow_status(self, *, top: int = 5, tx: Any = None) -> list[QueueFlowStatus]:
+    async def flow_status(self, *, top: int = 5, tx: Any = None) -> builtins.list[QueueFlowStatus]:
         """Every queue with flow-control limits: the limits, its running jobs and its ``top``
         busiest partitions with their running counts (``[]`` without the python line)."""
-        rows: list[QueueFlowStatus] = (await self._run((GetFlowStatus(top),), tx, readonly=True))[0]
+        rows: builtins.list[QueueFlowStatus] = (await self._run((GetFlowStatus(top),), tx, readonly=True))[0]
         return rows
 
     def worked(self) -> dict[str, QueueConfig]:
