@@ -139,6 +139,11 @@ def test_names_modules_comments_and_docstrings_are_renamed() -> None:
         ''')
 
 
+def test_a_string_that_is_a_name_is_renamed_and_no_other() -> None:
+    assert _sync('__all__ = ["AsyncDatabase", "x"]\nmsg = "an AsyncDatabase"\n') == (
+        '__all__ = ["Database", "x"]\nmsg = "an AsyncDatabase"\n')
+
+
 def test_imports_made_unused_go_and_each_run_is_sorted_like_isort() -> None:
     assert _sync("""\
         import threading

@@ -10,7 +10,8 @@ source's comments, docstrings and layout (and stays deterministic without a form
   ``(await x)[0]`` becomes ``x[0]``);
 - ``if True:  # ASYNC`` keeps only its ``else:`` branch (dedented), or nothing without one: the
   way the source says where the two clients really differ;
-- identifiers, ``from`` modules, comments and docstrings go through ``NAMES`` and ``MODULES``;
+- identifiers, ``from`` modules, comments, docstrings and strings that are a name (``__all__``)
+  go through ``NAMES`` and ``MODULES``;
 - imports the transform left unused are dropped, and each run of imports is sorted the way
   ruff's isort wants it (the renames move modules across sections);
 - each output starts with a header naming its source and saying it is generated.
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GENERATED: tuple[tuple[str, str], ...] = (
     ("river_async/admin.py", "river_sync/admin.py"),
     ("river_async/context.py", "river_sync/context.py"),
+    ("river_async/database.py", "river_sync/database.py"),
     ("river_async/events.py", "river_sync/events.py"),
     ("river_async/exports.py", "river_sync/__init__.py"),
     ("river_async/leadership.py", "river_sync/leadership.py"),
@@ -49,6 +51,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
 # Whole identifiers (names, attributes, words in comments and docstrings).
 NAMES: dict[str, str] = {
     "river_async": "river_sync",
+    "AsyncBackend": "Backend",
     "AsyncDatabase": "Database",
     "AsyncExecutor": "Executor",
     "AsyncIterator": "Iterator",
@@ -189,6 +192,11 @@ def _rewrite_tokens(text: str, source_name: str) -> str:
                 edits.append(_Edit(start, offsets.of_chars(*nxt.start), ""))
             elif tok.string in NAMES:
                 edits.append(_Edit(start, offsets.of_chars(*tok.end), NAMES[tok.string]))
+        elif (tok.type == tokenize.STRING and tok.string[:1] in "\"'" and len(tok.string) > 2
+              and tok.string[1:-1] in NAMES and tok.string[0] == tok.string[-1]):
+            # A name as a string (an ``__all__`` entry): renamed like the name itself.
+            edits.append(_Edit(start, offsets.of_chars(*tok.end),
+                               tok.string[0] + NAMES[tok.string[1:-1]] + tok.string[-1]))
         elif tok.type == tokenize.COMMENT or (
                 tok.type == tokenize.STRING
                 and (tok.start[0], offsets.byte_col(tok.start[0], tok.start[1])) in docstrings):
