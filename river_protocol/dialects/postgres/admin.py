@@ -43,7 +43,9 @@ def _filter(d: Any, b: Binder, f: JobListFilter, alias: str = "") -> list[str]:
     if f.queues is not None:
         where.append(f"{q}queue = ANY({b.p(list(f.queues))}::text[])")
     if f.states is not None:
-        where.append(f"{q}state::text = ANY({b.p([s.value for s in f.states])}::text[])")
+        # Compared as River's enum, not as text, so the planner can use the indexes leading with
+        # state (the fetching index's (state, queue, ...), the finalized index) for a filtered list.
+        where.append(f"{q}state = ANY({b.p([s.value for s in f.states])}::{d.prefix}river_job_state[])")
     if f.priorities is not None:
         where.append(f"{q}priority = ANY({b.p(list(f.priorities))}::smallint[])")
     if f.tags_any is not None:
