@@ -1,4 +1,4 @@
-"""``python -m benchmarks [pure|rounds|latency|workflows|sync|trio|all|pgbouncer]``: print figures."""
+"""``python -m benchmarks [pure|rounds|latency|workflows|sync|trio|all|pgbouncer|dashboard]``: figures."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import workflows
 
         workflows.main(argv[1:] if which == "workflows" else [])
+    if which in ("dashboard", "all"):  # the web dashboard on a million jobs (issue 33)
+        from benchmarks import dashboard
+
+        dashboard.main(argv[1:] if which == "dashboard" else [])
     if which == "pgbouncer":  # not in "all": it needs a pgbouncer binary
         from benchmarks import pgbouncer
 
