@@ -1,4 +1,5 @@
-"""``python -m benchmarks [pure|rounds|latency|workflows|sync|trio|all|pgbouncer|dashboard]``: figures."""
+"""``python -m benchmarks [pure|rounds|latency|workflows|sync|trio|all|pgbouncer|dashboard|flow]``:
+print figures."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import dashboard
 
         dashboard.main(argv[1:] if which == "dashboard" else [])
+    if which == "flow":  # not in "all": six burn-downs of 20,000 jobs and a hot partition
+        from benchmarks import flow
+
+        flow.main(argv[1:])
     if which == "pgbouncer":  # not in "all": it needs a pgbouncer binary
         from benchmarks import pgbouncer
 

@@ -80,7 +80,7 @@ class PartitionConfig:
     of top-level args members. Neither (the default) makes the whole queue one partition."""
 
     by_kind: bool = False
-    by_args: tuple[str, ...] = ()
+    by_args: Sequence[str] = ()  # kept as a tuple
 
     def __post_init__(self) -> None:
         if not isinstance(self.by_kind, bool):
@@ -144,7 +144,7 @@ class SequenceOpts:
     one discarded or cancelled lets it go on unless ``continue_on_discarded`` /
     ``continue_on_cancelled`` is False (then it waits until that job is retried or deleted)."""
 
-    by_args: tuple[str, ...] = ()
+    by_args: Sequence[str] = ()  # kept as a tuple
     continue_on_discarded: bool = True
     continue_on_cancelled: bool = True
 
