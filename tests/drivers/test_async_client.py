@@ -25,14 +25,6 @@ import pytest
 import sniffio
 import trio
 import trio.testing
-from test_client_support import (  # type: ignore[import-not-found]
-    FAST,
-    WAIT,
-    Other,
-    Task,
-    client_db_url_fixture,  # noqa: F401  (the fixture)
-    migrated_pg_fixture,  # noqa: F401  (used by the fixture)
-)
 
 import river_sync
 import river_trio
@@ -55,6 +47,14 @@ from river_trio import (
 )
 from river_trio.client import DEADLINE_GRAIN
 from river_trio.runner import trio_deadline, utcnow
+from tests.drivers.test_client_support import (
+    FAST,
+    WAIT,
+    Other,
+    Task,
+    client_db_url_fixture,  # noqa: F401  (the fixture)
+    migrated_pg_fixture,  # noqa: F401  (used by the fixture)
+)
 
 Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
 

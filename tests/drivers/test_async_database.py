@@ -24,7 +24,6 @@ import sqlalchemy as sa
 import sqlean  # type: ignore[import-untyped]
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
-from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
 
 from river_async.database import AsyncDatabase
 from river_async.executor import AsyncExecutor, ThreadRunner, connection_kind
@@ -45,6 +44,7 @@ from river_protocol.intents import (
     Statement,
     UpsertQueue,
 )
+from tests.drivers.tcp_proxy import TcpProxy
 
 WAIT = 10.0
 Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
 import pytest
-from test_client_support import Other, Task  # type: ignore[import-not-found]
 
 from river_protocol.args import arg_field
 from river_protocol.client_core import (
@@ -48,6 +47,7 @@ from river_protocol.work import (
     wants_error_handler,
 )
 from river_protocol.workers import Workers
+from tests.drivers.test_client_support import Other, Task
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

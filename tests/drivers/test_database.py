@@ -20,7 +20,6 @@ import sqlalchemy as sa
 import sqlean  # type: ignore[import-untyped]
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
-from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
 
 from river_db.caller_tx import executor_for_caller_tx
 from river_db.connect import _array_literal, connect_dedicated, open_connection, pg_idle_usable
@@ -32,6 +31,7 @@ from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import DatabaseUnavailableError, RiverError, ValidationError
 from river_protocol.intents import Intent, Statement
 from river_sync.database import Database
+from tests.drivers.tcp_proxy import TcpProxy
 
 # ---------------------------------------------------------------- test intents
 

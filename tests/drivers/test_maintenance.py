@@ -9,12 +9,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from leader_support import FAST_QUEUE  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
 import river_trio
 from river_protocol.errors import ValidationError
 from river_sync import Client, MaintenanceConfig, Workers
+from tests.drivers.leader_support import FAST_QUEUE
+from tests.drivers.test_client_support import Task
 
 
 def _workers() -> Workers:

@@ -24,12 +24,12 @@ from typing import Any, ClassVar
 
 import psycopg
 import pytest
-from test_client_support import WAIT, wait_for, wait_for_all  # type: ignore[import-not-found]
 
 from river_db.migrator import Migrator
 from river_protocol.intents import CountJobs
 from river_sync import Client, Database, EventKind, InsertOpts, QueueConfig, UniqueOpts, WorkContext, Workers
 from tests.conftest import create_scratch_pg_database, drop_scratch_pg_database
+from tests.drivers.test_client_support import WAIT, wait_for, wait_for_all
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from harness import DRIVERS, Harness, make_harness  # type: ignore[import-not-found]
-from test_client_support import (  # type: ignore[import-not-found]  # noqa: F401  (fixtures)
+
+from tests.drivers.harness import DRIVERS, Harness, make_harness
+from tests.drivers.test_client_support import (  # noqa: F401  (fixtures)
     client_db_url_fixture,
     migrated_pg_fixture,
 )

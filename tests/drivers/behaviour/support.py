@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness import Harness  # type: ignore[import-not-found]
-from leader_support import FAST_ELECTION, fast_maintenance  # type: ignore[import-not-found]
-from test_client_support import (  # type: ignore[import-not-found]
+from river_protocol.intents import GetJob
+from river_protocol.job import JobRow
+from river_sync import Database, EventKind
+from tests.drivers.harness import Harness
+from tests.drivers.leader_support import FAST_ELECTION, fast_maintenance
+from tests.drivers.test_client_support import (
     FAST,
     WAIT,
     wait_for,
     wait_for_all,
 )
-
-from river_protocol.intents import GetJob
-from river_protocol.job import JobRow
-from river_sync import Database, EventKind
 
 __all__ = ["FAST", "WAIT", "fast_client", "leader_client", "row", "wait_for", "wait_for_all"]
 

@@ -7,10 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from test_client_support import Other, Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, next_of, wait_for
 from river_protocol.work import CancelCause
 from river_sync import (
     EventKind,
@@ -20,6 +17,9 @@ from river_sync import (
     JobState,
     QueueNotFoundError,
 )
+from tests.drivers.behaviour.support import fast_client, next_of, wait_for
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.test_client_support import Other, Task
 
 
 def test_get_list_count_retry_delete_update(h: Harness, client_db_url: str) -> None:

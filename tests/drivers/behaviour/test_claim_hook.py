@@ -5,11 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness import Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
-
-from behaviour.support import WAIT, fast_client, row, wait_for
 from river_sync import EventKind, JobState
+from tests.drivers.behaviour.support import WAIT, fast_client, row, wait_for
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import Task
 
 
 def test_a_held_claim_is_running_and_hears_a_cancel_before_it_starts(h: Harness, client_db_url: str) -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, wait_for
 from river_protocol.lifecycle import ClientState
 from river_sync import EventKind, SubscriptionTimeoutError
+from tests.drivers.behaviour.support import fast_client, wait_for
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import Task
 
 
 def _noop(h: Harness) -> Any:

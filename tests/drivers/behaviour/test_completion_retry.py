@@ -16,13 +16,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from leader_support import wait_until  # type: ignore[import-not-found]
-from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, row, wait_for, wait_for_all
 from river_sync import EventKind, InsertManyParams, JobState
+from tests.drivers.behaviour.support import fast_client, row, wait_for, wait_for_all
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.leader_support import wait_until
+from tests.drivers.tcp_proxy import TcpProxy
+from tests.drivers.test_client_support import Task
 
 pytestmark = pytest.mark.postgres
 

@@ -11,12 +11,12 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, wait_for
 from river_protocol.run_log import JobLogLevels
 from river_sync import InsertOpts, JobCancel
+from tests.drivers.behaviour.support import fast_client, wait_for
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import Task
 
 
 def _logger(h: Harness) -> str:

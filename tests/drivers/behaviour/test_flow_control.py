@@ -10,9 +10,7 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, wait_for_all
 from river_db.migrator import Migrator
 from river_protocol.errors import MigrationError
 from river_sync import (
@@ -25,6 +23,8 @@ from river_sync import (
     QueueLimits,
     SequenceOpts,
 )
+from tests.drivers.behaviour.support import fast_client, wait_for_all
+from tests.drivers.harness import Harness
 
 
 @dataclasses.dataclass

@@ -7,15 +7,15 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from leader_support import all_jobs, wait_until  # type: ignore[import-not-found]
-from test_client_support import Other, Task  # type: ignore[import-not-found]
 
-from behaviour.support import leader_client
-from behaviour.support import stored_metadata as stored_with_nonce
 from river_protocol.errors import ValidationError
 from river_protocol.middleware import metadata_of, with_metadata
 from river_sync import Database, InsertManyParams, InsertOpts, PeriodicJob
+from tests.drivers.behaviour.support import leader_client
+from tests.drivers.behaviour.support import stored_metadata as stored_with_nonce
+from tests.drivers.harness import Harness
+from tests.drivers.leader_support import all_jobs, wait_until
+from tests.drivers.test_client_support import Other, Task
 
 
 def stored_metadata(url: str, job_id: int) -> dict[str, Any]:

@@ -14,8 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from leader_support import (  # type: ignore[import-not-found]
+
+from river_protocol.errors import LeaderElectionDisabledError, ValidationError
+from river_protocol.intents import Notify
+from river_protocol.machines.maintenance import RESCUE_ERROR
+from river_protocol.machines.notifications import TOPIC_LEADERSHIP, build_request_resign
+from river_sync import Client, Database, EventKind, JobState, LeaderElectionConfig, PeriodicJob, Workers
+from tests.drivers.behaviour.support import fast_client, leader_client, wait_for
+from tests.drivers.harness import Harness
+from tests.drivers.leader_support import (
     FAST_ELECTION,
     FAST_QUEUE,
     WAIT,
@@ -25,14 +32,7 @@ from leader_support import (  # type: ignore[import-not-found]
     metadata,
     wait_until,
 )
-from test_client_support import Task  # type: ignore[import-not-found]
-
-from behaviour.support import fast_client, leader_client, wait_for
-from river_protocol.errors import LeaderElectionDisabledError, ValidationError
-from river_protocol.intents import Notify
-from river_protocol.machines.maintenance import RESCUE_ERROR
-from river_protocol.machines.notifications import TOPIC_LEADERSHIP, build_request_resign
-from river_sync import Client, Database, EventKind, JobState, LeaderElectionConfig, PeriodicJob, Workers
+from tests.drivers.test_client_support import Task
 
 
 def _workers(h: Harness, **kwargs: Any) -> Workers:

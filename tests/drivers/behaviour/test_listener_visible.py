@@ -11,10 +11,10 @@ import time
 
 import psycopg
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client
+from tests.drivers.behaviour.support import fast_client
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import Task
 
 pytestmark = pytest.mark.postgres
 

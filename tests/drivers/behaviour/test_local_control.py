@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from harness import Harness  # type: ignore[import-not-found]
-from test_client_support import FAST, Task  # type: ignore[import-not-found]
-
-from behaviour.support import fast_client, row, wait_for
 from river_sync import EventKind, InsertOpts, JobState
+from tests.drivers.behaviour.support import fast_client, row, wait_for
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import FAST, Task
 
 ROUNDS = 10
 

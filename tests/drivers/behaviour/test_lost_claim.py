@@ -11,14 +11,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
 import river_sync.database
 import river_trio.database
-from behaviour.support import fast_client, row, wait_for_all
 from river_protocol.intents import ClaimJobs
 from river_sync import EventKind, JobState
+from tests.drivers.behaviour.support import fast_client, row, wait_for_all
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.test_client_support import Task
 
 JOBS = 20
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from leader_support import (  # type: ignore[import-not-found]
+
+from river_protocol.intents import FullJobRow, InsertFullJobs, ListQueues, UpsertQueue
+from river_sync import Database, JobSnooze, JobState, Workers
+from tests.drivers.behaviour.support import leader_client
+from tests.drivers.harness import Harness
+from tests.drivers.leader_support import (
     WAIT,
     ago,
     all_jobs,
@@ -16,11 +20,7 @@ from leader_support import (  # type: ignore[import-not-found]
     fast_maintenance,
     wait_until,
 )
-from test_client_support import Task  # type: ignore[import-not-found]
-
-from behaviour.support import leader_client
-from river_protocol.intents import FullJobRow, InsertFullJobs, ListQueues, UpsertQueue
-from river_sync import Database, JobSnooze, JobState, Workers
+from tests.drivers.test_client_support import Task
 
 
 def _workers(h: Harness) -> Workers:

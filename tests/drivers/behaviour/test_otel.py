@@ -8,7 +8,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -16,15 +15,22 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
-from test_client_support import Task  # type: ignore[import-not-found]
 
 import river_sync
-from behaviour.support import fast_client, leader_client, stored_metadata, wait_for, wait_for_all
 from river_otel import METADATA_KEY, OtelMiddleware
 from river_protocol.errors import ValidationError
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 from river_sync import EventKind, InsertManyParams, InsertOpts, JobCancel, JobSnooze, PeriodicJob, QueueConfig
+from tests.drivers.behaviour.support import (
+    fast_client,
+    leader_client,
+    stored_metadata,
+    wait_for,
+    wait_for_all,
+)
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import Task
 
 
 class Telemetry:

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from tcp_proxy import TcpProxy  # type: ignore[import-not-found]
-from test_client_support import FAST, Task  # type: ignore[import-not-found]
 
-from behaviour.support import row, wait_for
 from river_sync import DatabaseUnavailableError, EventKind, JobState
+from tests.drivers.behaviour.support import row, wait_for
+from tests.drivers.harness import Harness
+from tests.drivers.tcp_proxy import TcpProxy
+from tests.drivers.test_client_support import FAST, Task
 
 pytestmark = pytest.mark.postgres
 

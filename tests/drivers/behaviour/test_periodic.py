@@ -8,13 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from leader_support import WAIT, all_jobs, metadata, wait_until  # type: ignore[import-not-found]
-from test_client_support import Other, Task  # type: ignore[import-not-found]
 
-from behaviour.support import leader_client
 from river_protocol.errors import ValidationError
 from river_sync import Database, InsertOpts, JobState, PeriodicJob, Workers
+from tests.drivers.behaviour.support import leader_client
+from tests.drivers.harness import Harness
+from tests.drivers.leader_support import WAIT, all_jobs, metadata, wait_until
+from tests.drivers.test_client_support import Other, Task
 
 FAST = timedelta(milliseconds=200)
 HOUR = timedelta(hours=1)

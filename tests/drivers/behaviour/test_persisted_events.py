@@ -6,11 +6,10 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
-
-from behaviour.support import fast_client, row
 from river_sync import Database, EventKind, JobSnooze, JobState
+from tests.drivers.behaviour.support import fast_client, row
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.test_client_support import Task
 
 
 def _raw_update(url: str, job_id: int, pg_set: str, sqlite_set: str) -> None:

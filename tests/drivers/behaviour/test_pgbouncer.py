@@ -18,12 +18,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from leader_support import FAST_ELECTION, leader_id, wait_until  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, leader_client, row, wait_for, wait_for_all
 from river_sync import Database, EventKind, InsertManyParams, JobState, QueueConfig
+from tests.drivers.behaviour.support import fast_client, leader_client, row, wait_for, wait_for_all
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.leader_support import FAST_ELECTION, leader_id, wait_until
+from tests.drivers.test_client_support import Task
 from tests.pgbouncer import TRANSACTION_POOL_PROBE_TIMEOUT
 
 pytestmark = pytest.mark.postgres

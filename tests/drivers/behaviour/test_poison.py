@@ -6,11 +6,11 @@ import logging
 import threading
 
 import pytest
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, row, wait_for_all
 from river_sync import Database, EventKind, InsertOpts, JobState
+from tests.drivers.behaviour.support import fast_client, row, wait_for_all
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.test_client_support import Task
 
 GOOD = 20
 

@@ -6,12 +6,12 @@ import threading
 from datetime import timedelta
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
 import river_sync
-from behaviour.support import WAIT, fast_client, row, wait_for
 from river_sync import CancelCause, EventKind, JobState
+from tests.drivers.behaviour.support import WAIT, fast_client, row, wait_for
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import Task
 
 # The settings poll here (2 s in production): only polling can bring the cancel, sooner.
 _POLL = timedelta(milliseconds=200)

@@ -13,19 +13,19 @@ from wsgiref.util import setup_testing_defaults
 import anyio
 import httpx
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from test_client_support import Task  # type: ignore[import-not-found]
 
 import river_sync
-from behaviour.support import fast_client, wait_for, wait_for_all
 from river_db.client_support import health_report
 from river_prometheus import RiverMetrics, make_asgi_app, make_wsgi_app
 from river_protocol.errors import ValidationError
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 from river_sync import EventKind, InsertManyParams, InsertOpts, JobSnooze, UniqueOpts
+from tests.drivers.behaviour.support import fast_client, wait_for, wait_for_all
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import Task
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from harness import Harness  # type: ignore[import-not-found]
-from test_client_support import Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, stored_metadata, wait_for
 from river_protocol.intents import FullJobRow, InsertFullJobs
 from river_sync import Database, EventKind, JobState
+from tests.drivers.behaviour.support import fast_client, stored_metadata, wait_for
+from tests.drivers.harness import Harness
+from tests.drivers.test_client_support import Task
 
 DONE = (EventKind.JOB_COMPLETED, EventKind.JOB_FAILED)
 

@@ -9,10 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from test_client_support import FAST, Gate, Other, Task  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, wait_for, wait_for_all
 from river_db.migrator import Migrator
 from river_protocol.errors import RiverError
 from river_protocol.machines.notifications import quoted_channel
@@ -27,6 +24,9 @@ from river_sync import (
     TagFilter,
 )
 from tests.conftest import create_scratch_pg_database, drop_scratch_pg_database
+from tests.drivers.behaviour.support import fast_client, wait_for, wait_for_all
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.test_client_support import FAST, Gate, Other, Task
 
 
 def _recording(h: Harness, *types: type) -> tuple[Workers, list[tuple[str, Any]]]:

@@ -11,16 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from test_client_support import (  # type: ignore[import-not-found]
-    Gate,
-    Other,
-    Task,
-    raw_first_error,
-    wait_for_all,
-)
 
-from behaviour.support import fast_client, row, wait_for
 from river_db.client_support import ClientStats
 from river_protocol.args import arg_field
 from river_protocol.client_core import ClientCore
@@ -42,6 +33,15 @@ from river_sync import (
     JobState,
     QueueConfig,
     UniqueOpts,
+)
+from tests.drivers.behaviour.support import fast_client, row, wait_for
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.test_client_support import (
+    Gate,
+    Other,
+    Task,
+    raw_first_error,
+    wait_for_all,
 )
 
 # ---------------------------------------------------------------- insert

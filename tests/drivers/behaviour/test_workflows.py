@@ -8,10 +8,7 @@ import threading
 from typing import Any, ClassVar
 
 import pytest
-from harness import WAIT, Harness  # type: ignore[import-not-found]
-from leader_support import wait_until  # type: ignore[import-not-found]
 
-from behaviour.support import fast_client, leader_client, row
 from river_protocol.intents import ListWorkflowTasks
 from river_protocol.workflow import (
     DEPS,
@@ -23,6 +20,9 @@ from river_protocol.workflow import (
     WorkflowTaskFailedError,
 )
 from river_sync import Database, InsertOpts, JobDiscard, JobNotFoundError, JobState
+from tests.drivers.behaviour.support import fast_client, leader_client, row
+from tests.drivers.harness import WAIT, Harness
+from tests.drivers.leader_support import wait_until
 
 
 @dataclasses.dataclass
