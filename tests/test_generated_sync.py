@@ -198,6 +198,8 @@ def test_a_long_import_is_wrapped_one_name_a_line() -> None:
 
 
 def test_unsupported_shapes_are_refused() -> None:
+    with pytest.raises(tool.GenerateError, match="async left at output line 2"):
+        _sync('async def f(x):\n    return f"{await x}"\n')
     with pytest.raises(tool.GenerateError, match="write `from river_async"):
         _sync("import river_async.admin\n")
     with pytest.raises(tool.GenerateError, match="plain `else:`"):

@@ -97,7 +97,19 @@ def transform(source: str, *, source_name: str) -> str:
     text = _rewrite_tokens(text, source_name)
     used_before = {NAMES.get(name, name) for name in _used_names(ast.parse(source))}
     text = _rewrite_imports(text, used_before=used_before)
+    _refuse_leftover_async(text, source_name)
     return HEADER.format(source=source_name) + text
+
+
+def _refuse_leftover_async(text: str, source_name: str) -> None:
+    """Fail on any async left in the output (e.g. an ``await`` inside an f-string, which 3.11
+    tokenizes as one string): the sync module must not need an event loop."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Await, ast.AsyncFunctionDef, ast.AsyncWith, ast.AsyncFor)) or (
+                isinstance(node, ast.comprehension) and node.is_async):
+            line = getattr(node, "lineno", "?")
+            raise GenerateError(f"{source_name}: async left at output line {line}; move it out of the "
+                                "f-string or into an `if True:  # ASYNC` branch")
 
 
 def _drop_async_branches(text: str, source_name: str) -> str:
