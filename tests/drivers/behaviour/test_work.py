@@ -17,7 +17,7 @@ from river_protocol.args import arg_field
 from river_protocol.client_core import ClientCore
 from river_protocol.errors import JobNotFoundError, UniqueKeyRepeatedError
 from river_protocol.golang.gotime import parse_time
-from river_protocol.intents import CancelJob, Notify
+from river_protocol.intents import CancelJob, FullJobRow, InsertFullJobs, Notify
 from river_protocol.machines.notifications import TOPIC_CONTROL, build_cancel
 from river_protocol.outcomes import cancel_attempted_at_json
 from river_protocol.work import CancelCause
@@ -477,6 +477,29 @@ def test_hard_stop_interrupts(h: Harness, client_db_url: str, how: str) -> None:
     stored = row(client_db_url, inserted.job.id)
     assert (stored.state, stored.attempt, stored.errors) == (JobState.AVAILABLE, 0, ())
     assert causes == [CancelCause.STOP]
+
+
+def test_soft_stop_interrupt_restores_the_attempt_and_keeps_earlier_errors(
+    h: Harness, client_db_url: str
+) -> None:
+    """River v0.44.0 (#1290): a job cut short by its client's stop is available at once, its
+    attempt back to what it was before this run, its ``errors`` as they were, event
+    ``job_interrupted``; the same on a job that had failed before."""
+    earlier = b'{"at":"2026-01-02T03:04:05Z","attempt":1,"error":"first try failed","trace":""}'
+    with Database.from_url(client_db_url) as db:
+        (stored,) = db.run(InsertFullJobs((FullJobRow(
+            kind="task", encoded_args=b'{"name":"again"}', attempt=1, errors=(earlier,),
+            attempted_at=datetime.now(UTC) - timedelta(minutes=1), attempted_by=("before",)),)))
+    entered = threading.Event()
+    client = fast_client(h, client_db_url, h.workers(h.cancellable_worker(entered, []), Task))
+    sub = client.subscribe()
+    client.start()
+    assert entered.wait(WAIT)
+    client.stop(timeout=timedelta(milliseconds=50))
+    assert [event.kind for event in sub if event.job is not None] == [EventKind.JOB_INTERRUPTED]
+    after = row(client_db_url, stored.id)
+    assert (after.state, after.attempt, len(after.errors)) == (JobState.AVAILABLE, 1, 1)
+    assert after.errors[0].error == "first try failed" and after.finalized_at is None
 
 
 # ---------------------------------------------------------------- events
