@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from river_protocol.errors import QueueNotFoundError, ValidationError
+from river_protocol.errors import QueueNotFoundError, ReservedMetadataKeyError, ValidationError
 from river_protocol.golang.encoding_json import RawJSON, encode
 from river_protocol.golang.gotime import format_rfc3339nano, parse_time
 from river_protocol.intents import (
@@ -62,7 +62,9 @@ from river_protocol.machines.notifications import (
     build_resume,
     parse_control,
 )
+from river_protocol.metadata_keys import RIVER_PREFIX, is_river_key
 from river_protocol.outcomes import cancel_attempted_at_json, record_output
+from river_protocol.rawjson import object_members
 from river_protocol.states import JobState
 
 ORDER_COLUMNS = ("id", "scheduled_at", "finalized_at", "created_at")
@@ -271,13 +273,31 @@ def encode_queue_metadata(metadata: Any) -> bytes:
     return encode(dict(metadata))
 
 
+def refuse_river_keys(data: bytes) -> None:
+    """Raise ``ReservedMetadataKeyError`` if the JSON object ``data`` has a top-level ``river:`` key."""
+    members = object_members(data) or []
+    keys = tuple(key.decode("utf-8", "replace") for key, _ in members)
+    reserved = tuple(key for key in keys if is_river_key(key))
+    if reserved:
+        raise ReservedMetadataKeyError(
+            f"queue metadata keys {list(reserved)} are River's (keys under {RIVER_PREFIX!r} are "
+            "reserved): choose other names",
+            keys=reserved,
+        )
+
+
 def update_queue_intents(name: str, metadata: Any = None) -> tuple[Intent, ...]:
-    """Update ``name``; with metadata, replace it and announce ``metadata_changed`` (§13.3)."""
+    """Update ``name``; with metadata, replace it and announce ``metadata_changed`` (§13.3).
+
+    The user's metadata may hold no ``river:`` key, and the ``river:`` keys stored on the queue
+    are kept through the replacement: they are River's (River Pro keeps queue settings there).
+    """
     if name == "*" or not isinstance(name, str) or not name:
         raise ValidationError(f"queue update needs one queue name, got {name!r}")
     if metadata is None:
         return (UpdateQueue(name),)
     data = encode_queue_metadata(metadata)
+    refuse_river_keys(data)
     return UpdateQueue(name, data), Notify(TOPIC_CONTROL, (build_metadata_changed(name, data),))
 
 

@@ -40,6 +40,14 @@ class LeaderElectionDisabledError(ValidationError):
     the leader enqueues, so they would never run."""
 
 
+class ReservedMetadataKeyError(ValidationError):
+    """User metadata names a key under ``river:``, which is River's; ``keys`` are those keys."""
+
+    def __init__(self, message: str, keys: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.keys = keys
+
+
 class UniqueKeyError(RiverError):
     """River's unique-key builder fails on these args (path syntax quirks)."""
 

@@ -22,3 +22,12 @@ RESERVED = frozenset({
     OUTPUT, PERIODIC_JOB_ID, RESCUE_COUNT, RESUMABLE_CURSOR, RESUMABLE_STEP, UNIQUE_NONCE,
     CANCEL_ATTEMPTED_AT, PERIODIC, SNOOZES, UNIQUE_KEY_CONFLICT,
 })
+
+# Keys under this prefix are River's, in a job's metadata and in a queue's (River Pro keeps queue
+# settings there): user code writes none of them.
+RIVER_PREFIX = "river:"
+
+
+def is_river_key(key: str) -> bool:
+    """Whether ``key`` is one of River's own (``river:`` prefix, case as written)."""
+    return key.startswith(RIVER_PREFIX)

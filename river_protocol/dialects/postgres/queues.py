@@ -99,7 +99,12 @@ def _resume_queue(d: Any, intent: ResumeQueue) -> Plan[int]:
 
 def _update_queue(d: Any, intent: UpdateQueue) -> Plan[QueueRow]:
     b = binder()
-    metadata = "metadata" if intent.metadata is None else f"{b.p(json_text(intent.metadata))}::jsonb"
+    # River's own keys (under "river:") stay through a replacement; the new metadata has none.
+    metadata = "metadata" if intent.metadata is None else (
+        "(SELECT coalesce(jsonb_object_agg(kept.key, kept.value), '{}'::jsonb)"
+        " FROM jsonb_each(metadata) AS kept WHERE left(kept.key, 6) = 'river:')"
+        f" || {b.p(json_text(intent.metadata))}::jsonb"
+    )
     sql = f"""
         UPDATE {d.prefix}river_queue SET metadata = {metadata}, updated_at = now()
         WHERE name = {b.p(intent.name)}::text RETURNING {PG_QUEUE_COLUMNS}

@@ -93,7 +93,19 @@ def _resume_queue(d: Any, intent: ResumeQueue) -> Plan[int]:
 
 def _update_queue(d: Any, intent: UpdateQueue) -> Plan[QueueRow]:
     b = binder()
-    metadata = "metadata" if intent.metadata is None else f"jsonb({b.p(json_text(intent.metadata))})"
+    # River's own keys (under "river:") stay through a replacement; the new metadata has none.
+    # Each member is copied as its JSON text (->), so numbers keep their exact digits.
+    if intent.metadata is None:
+        metadata = "metadata"
+    else:
+        given = json_text(intent.metadata)
+        metadata = (
+            "jsonb((SELECT coalesce(json_group_object(m.key, json(m.doc -> m.fullkey)), '{}') FROM ("
+            " SELECT kept.key, kept.fullkey, river_queue.metadata AS doc"
+            " FROM json_each(river_queue.metadata) AS kept WHERE substr(kept.key, 1, 6) = 'river:'"
+            f" UNION ALL SELECT new.key, new.fullkey, {b.p(given)} AS doc"
+            f" FROM json_each({b.p(given)}) AS new) AS m))"
+        )
     sql = f"""
         UPDATE {d.prefix}river_queue SET metadata = {metadata}, updated_at = {sqlite_now(b, None)}
         WHERE name = {b.p(intent.name)} RETURNING {SQLITE_QUEUE_COLUMNS}

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from river_protocol.errors import ReservedMetadataKeyError
 from river_protocol.work import CancelCause
 from river_sync import (
+    Database,
     EventKind,
     InsertOpts,
     JobNotFoundError,
@@ -105,6 +108,43 @@ def test_queue_get_list_update(h: Harness, client_db_url: str) -> None:
         assert updated.metadata == {"owner": "ops"}
         event = sub.get(timeout=WAIT)
         assert event.kind is EventKind.QUEUE_METADATA_CHANGED and event.queue == "default"
+
+
+def _set_stored_queue_metadata(url: str, name: str, text: str) -> None:
+    with Database.from_url(url) as db, db.executor() as ex:
+        if db.dialect.name == "postgres":
+            ex.conn.execute("UPDATE river_queue SET metadata = %s::jsonb WHERE name = %s", (text, name))
+        else:
+            ex.conn.execute("UPDATE river_queue SET metadata = jsonb(?) WHERE name = ?", (text, name))
+        ex.conn.commit()
+
+
+def _stored_queue_metadata(url: str, name: str) -> str:
+    with Database.from_url(url) as db, db.executor(readonly=True) as ex:
+        sql = ("SELECT metadata::text FROM river_queue WHERE name = %s" if db.dialect.name == "postgres"
+               else "SELECT json(metadata) FROM river_queue WHERE name = ?")
+        return str(ex.conn.execute(sql, (name,)).fetchone()[0])
+
+
+def test_queue_metadata_keys_under_river_are_rivers(h: Harness, client_db_url: str) -> None:
+    """Keys under ``river:`` in river_queue.metadata are River's (issue 32): user metadata naming
+    one is refused, and a replacement keeps the ones stored, exact."""
+    client = fast_client(h, client_db_url, h.workers(lambda args: None, Task))
+    with client:
+        _wait_queue(client, "default")
+        _set_stored_queue_metadata(client_db_url, "default",
+                                   '{"river:pro": {"limit": 2, "exact": 0.10000000000000000555}, "old": 1}')
+        for refused in ({"river:pro": 1, "mine": 2}, '{"mine": 2, "river:x": null}'):
+            with pytest.raises(ReservedMetadataKeyError) as caught:
+                client.queues.update("default", metadata=refused)
+            assert caught.value.keys[0].startswith("river:")
+        assert json.loads(_stored_queue_metadata(client_db_url, "default"))["old"] == 1  # untouched
+        updated = client.queues.update("default", metadata='{"owner": "ops", "n": 12345678901234567890}')
+        assert updated.metadata["owner"] == "ops" and "old" not in updated.metadata
+        stored = _stored_queue_metadata(client_db_url, "default")
+        assert json.loads(stored) == {"river:pro": {"limit": 2, "exact": 0.10000000000000000555},
+                                      "owner": "ops", "n": 12345678901234567890}
+        assert "12345678901234567890" in stored and "0.10000000000000000555" in stored  # digits kept
 
 
 def test_pause_and_resume_on_the_working_client(h: Harness, client_db_url: str) -> None:
