@@ -41,14 +41,33 @@ def pending_task(row: Sequence[Any]) -> PendingTask:
     )
 
 
-Select = Callable[[tuple[str, ...] | None, int, int], Statement]
+# A read of the pending tasks: a plan of its own (one statement on Postgres, two on SQLite)
+# whose result is the rows ``pending_task`` reads.
+Select = Callable[[tuple[str, ...] | None, int, int], Plan[list[tuple[Any, ...]]]]
 Update = Callable[[list[int]], Statement]
 Cancel = Callable[[list[CancelDependent]], Statement]
 
 
+def one_statement(statement: Statement) -> Plan[list[tuple[Any, ...]]]:
+    """The plan of a read that is one statement."""
+    rows = yield statement
+    return rows
+
+
+def dep_counts(candidate: Sequence[Any], final_states: dict[tuple[str, str], set[str]]) -> tuple[Any, ...]:
+    """A ``pending_task`` row from a candidate (id, workflow id, task, attempt, deps JSON, ignore
+    cancelled, ignore discarded) and the final states found per (workflow id, task name): what
+    Postgres's read counts in SQL, for a dialect that reads the rows instead."""
+    wid, deps = str(candidate[1]), dict.fromkeys(_names(candidate[4]))
+    def named(state: str) -> list[str]:
+        return [dep for dep in deps if state in final_states.get((wid, dep), ())]
+    return (*candidate[:7], len(named("completed")), json.dumps(named("cancelled")),
+            json.dumps(named("discarded")))
+
+
 def promotion_plan(intent: PromoteWorkflowTasks, select: Select, promote: Update,
                    cancel: Cancel) -> Plan[PromotionResult]:
-    rows = yield select(intent.workflow_ids, intent.after_id, intent.limit)
+    rows = yield from select(intent.workflow_ids, intent.after_id, intent.limit)
     examined = len(rows)
     last_id = max((int(r[0]) for r in rows), default=0)
     promoted: list[tuple[int, str]] = []
@@ -66,5 +85,5 @@ def promotion_plan(intent: PromoteWorkflowTasks, select: Select, promote: Update
         if not done:
             break
         # The tasks just cancelled may be deps of other pending tasks: look again at their workflows.
-        rows = yield select(tuple(sorted({w for _, w in done})), 0, CASCADE_LIMIT)
+        rows = yield from select(tuple(sorted({w for _, w in done})), 0, CASCADE_LIMIT)
     return PromotionResult(examined, last_id, tuple(promoted), tuple(cancelled))

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from river_protocol.client_core import ClientConfig, ClientCore
-from river_protocol.dialects.workflow_plans import pending_task, promotion_plan
+from river_protocol.dialects.workflow_plans import dep_counts, one_statement, pending_task, promotion_plan
 from river_protocol.errors import ValidationError
 from river_protocol.intents import Notify, PromoteWorkflowTasks, PromotionResult, Statement
 from river_protocol.job import AttemptError, JobRow
@@ -250,7 +250,8 @@ def _marker(kind: str, *params: Any) -> Statement:
 
 def test_promotion_plan_promotes_cancels_and_follows_the_cascade() -> None:
     intent = PromoteWorkflowTasks(now=T0, workflow_ids=("w",))
-    plan = promotion_plan(intent, lambda ids, after, limit: _marker("select", ids, after, limit),
+    plan = promotion_plan(intent,
+                          lambda ids, after, limit: one_statement(_marker("select", ids, after, limit)),
                           lambda ids: _marker("promote", ids), lambda downs: _marker("cancel", downs))
     first = next(plan)
     assert first.sql == "select" and first.params == (("w",), 0, 1000)
@@ -324,3 +325,13 @@ def test_core_adds_the_sweep_to_the_leaders_services() -> None:
     core = ClientCore(ClientConfig(client_id="c", dialect="postgres"), None, random.Random(1))
     assert "workflow_promoter" in core.make_maintenance_services()
     assert isinstance(core.make_workflow_promoter(), WorkflowPromoter)
+
+
+def test_dep_counts_count_final_states_as_postgres_does() -> None:
+    candidate = (7, "w", "t", 1, '["a", "b", "c", "a"]', False, True)
+    states = {("w", "a"): {"completed"}, ("w", "b"): {"discarded"}, ("other", "c"): {"completed"}}
+    row = dep_counts(candidate, states)
+    assert row == (7, "w", "t", 1, '["a", "b", "c", "a"]', False, True, 1, "[]", '["b"]')
+    task = pending_task(row)
+    assert (task.completed, task.discarded, task.ignore_discarded_deps) == (1, ("b",), True)
+    assert decide(task) is None  # c has no final row in w: wait

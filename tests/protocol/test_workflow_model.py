@@ -23,7 +23,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from river_protocol.dialects.workflow_plans import promotion_plan
+from river_protocol.dialects.workflow_plans import one_statement, promotion_plan
 from river_protocol.intents import PromoteWorkflowTasks, Statement
 from river_protocol.states import JobState
 from river_protocol.workflow import CancelDependent
@@ -111,7 +111,7 @@ def start_promoter(sweep: bool, workflows: tuple[str, ...]) -> Generator[Stateme
     intent = PromoteWorkflowTasks(now=NOW, workflow_ids=None if sweep else workflows, limit=3)
     return promotion_plan(
         intent,
-        lambda ids, after, limit: Statement("select", (ids, after, limit)),
+        lambda ids, after, limit: one_statement(Statement("select", (ids, after, limit))),
         lambda ids: Statement("promote", (ids,)),
         lambda downs: Statement("cancel", (downs,)),
     )
