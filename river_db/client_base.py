@@ -59,7 +59,7 @@ from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.producer import JobFinished, ProducerOutput, TriggerFetch
-from river_protocol.machines.workflow_promoter import PromoterOutput, TasksFinalized, finalized_workflows
+from river_protocol.machines.workflow_promoter import PromoterOutput, TasksFinalized, finalized_tasks
 from river_protocol.outcomes import Completed, Outcome
 from river_protocol.retry import RetryPolicy
 from river_protocol.run_log import JobLogLevels, RunLogLine, parse_job_log_levels
@@ -340,9 +340,9 @@ class ClientBase:
         if out.completions:
             self._waits.finished(c.job for c in out.completions)
         if out.completions and self._promoter is not None:
-            workflows = finalized_workflows(c.job for c in out.completions)
-            if workflows:
-                self._promoter.post(TasksFinalized(workflows))
+            tasks = finalized_tasks(c.job for c in out.completions)
+            if tasks:
+                self._promoter.post(TasksFinalized(tasks=tasks))
         if out.stopped and self._completer is not None:
             self._completer.finish()
 
@@ -355,7 +355,7 @@ class ClientBase:
 
     def _grown_ids(self, workflow_ids: tuple[str, ...]) -> None:
         if self._promoter is not None:
-            self._promoter.post(TasksFinalized(workflow_ids))
+            self._promoter.post(TasksFinalized(workflow_ids=workflow_ids))
 
     def _on_promoter_output(self, out: PromoterOutput) -> None:
         if out.error is not None:

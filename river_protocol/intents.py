@@ -574,18 +574,25 @@ class PromoteWorkflowTasks(Intent):
     """Move pending workflow tasks on whose deps allow it (``river_protocol.workflow.decide``):
     to ``available``, or to ``cancelled`` with the reason appended to ``errors``.
 
-    ``workflow_ids``: only those workflows' tasks (the completer's promotion after its
-    own completions); ``None``: every pending workflow task, ``limit`` of them with ids
-    above ``after_id`` (the leader's sweep, which pages on). Each update is guarded by
-    ``state = 'pending'``, so a task moves once whoever else promotes at the same time.
-    A cancellation can make its own dependents final: the plan repeats on the workflows
-    it cancelled tasks in until none is left to cancel. Result: ``PromotionResult``.
+    Which pending tasks are looked at: those depending on one of ``finished`` ((workflow id,
+    task name) pairs: the completer's promotion after its own completions), and every
+    pending task of ``workflow_ids`` (a workflow grown or retried); with neither, every
+    pending workflow task, ``limit`` of them with ids above ``after_id`` (the leader's
+    sweep, which pages on). Each update is guarded by ``state = 'pending'``, so a task
+    moves once whoever else promotes at the same time. A cancellation can make its own
+    dependents final: the plan goes on with the dependents of the tasks it cancelled until
+    none is left to cancel. Result: ``PromotionResult``.
     """
 
     now: datetime
     workflow_ids: tuple[str, ...] | None = None
     limit: int = 1000
     after_id: int = 0
+    finished: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def sweep(self) -> bool:
+        return self.workflow_ids is None and self.finished is None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ dialects promote exactly alike.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from river_protocol.dialects.base import Plan
@@ -41,11 +41,22 @@ def pending_task(row: Sequence[Any]) -> PendingTask:
     )
 
 
-# A read of the pending tasks: a plan of its own (one statement on Postgres, two on SQLite)
-# whose result is the rows ``pending_task`` reads.
-Select = Callable[[tuple[str, ...] | None, int, int], Plan[list[tuple[Any, ...]]]]
+# A read of the pending tasks an intent names (its ``workflow_ids``, ``finished``, ``after_id``
+# and ``limit``): a plan of its own (one statement on Postgres, two on SQLite) whose result is
+# the rows ``pending_task`` reads.
+Select = Callable[[PromoteWorkflowTasks], Plan[list[tuple[Any, ...]]]]
 Update = Callable[[list[int]], Statement]
-Cancel = Callable[[list[CancelDependent]], Statement]
+Cancel = Callable[[list[CancelDependent]], Statement]  # returns (id, workflow id, task) per row
+
+
+def targets(intent: PromoteWorkflowTasks, candidate: Sequence[Any]) -> bool:
+    """Whether a pending task (a candidate row: id, workflow id, task, attempt, deps JSON, ...)
+    is one ``intent`` names: of one of its workflows, or depending on one of its finished tasks."""
+    wid = str(candidate[1])
+    if intent.sweep or (intent.workflow_ids is not None and wid in intent.workflow_ids):
+        return True
+    done = {task for w, task in intent.finished or () if w == wid}
+    return bool(done) and any(dep in done for dep in _names(candidate[4]))
 
 
 def one_statement(statement: Statement) -> Plan[list[tuple[Any, ...]]]:
@@ -65,9 +76,20 @@ def dep_counts(candidate: Sequence[Any], final_states: dict[tuple[str, str], set
             json.dumps(named("discarded")))
 
 
+def counted(candidates: Sequence[Sequence[Any]], finals: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """``pending_task`` rows: each candidate with its deps counted from ``finals``, the final
+    rows (workflow id, task name, state) of the candidates' workflows. Both dialects read a
+    workflow's final rows once per promotion and count here: a lookup per dep (an index probe
+    each) or a count per candidate costs a promotion as many reads as there are deps."""
+    states: dict[tuple[str, str], set[str]] = {}
+    for wid, task, state in finals:
+        states.setdefault((str(wid), str(task)), set()).add(str(state))
+    return [dep_counts(c, states) for c in candidates]
+
+
 def promotion_plan(intent: PromoteWorkflowTasks, select: Select, promote: Update,
                    cancel: Cancel) -> Plan[PromotionResult]:
-    rows = yield from select(intent.workflow_ids, intent.after_id, intent.limit)
+    rows = yield from select(intent)
     examined = len(rows)
     last_id = max((int(r[0]) for r in rows), default=0)
     promoted: list[tuple[int, str]] = []
@@ -80,10 +102,11 @@ def promotion_plan(intent: PromoteWorkflowTasks, select: Select, promote: Update
             promoted += [(int(r[0]), str(r[1])) for r in (yield promote(ups))]
         if not downs:
             break
-        done = [(int(r[0]), str(r[1])) for r in (yield cancel(downs))]
-        cancelled += done
+        done = [(int(r[0]), str(r[1]), str(r[2])) for r in (yield cancel(downs))]
+        cancelled += [(i, w) for i, w, _ in done]
         if not done:
             break
-        # The tasks just cancelled may be deps of other pending tasks: look again at their workflows.
-        rows = yield from select(tuple(sorted({w for _, w in done})), 0, CASCADE_LIMIT)
+        # The tasks just cancelled may be deps of other pending tasks: their dependents next.
+        rows = yield from select(PromoteWorkflowTasks(now=intent.now, limit=CASCADE_LIMIT,
+                                                      finished=tuple((w, t) for _, w, t in done)))
     return PromotionResult(examined, last_id, tuple(promoted), tuple(cancelled))

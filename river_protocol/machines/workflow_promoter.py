@@ -31,29 +31,34 @@ from river_protocol.machines.base import (
     to,
 )
 from river_protocol.machines.throttle import InsertNotifyThrottle
-from river_protocol.workflow import WORKFLOW_ID
+from river_protocol.workflow import TASK, WORKFLOW_ID
 
 PROMOTION_TIMEOUT = timedelta(seconds=30)
 
 
-def finalized_workflows(jobs: Iterable[JobRow]) -> tuple[str, ...]:
-    """The workflows of the finalized rows among ``jobs`` (first-seen order, once each)."""
-    seen: dict[str, None] = {}
+def finalized_tasks(jobs: Iterable[JobRow]) -> tuple[tuple[str, str], ...]:
+    """(workflow id, task name) of the finalized workflow tasks among ``jobs`` (first-seen order)."""
+    seen: dict[tuple[str, str], None] = {}
     for job in jobs:
         if job.state.finalized:
-            wid = job.metadata.get(WORKFLOW_ID)
-            if isinstance(wid, str):
-                seen[wid] = None
+            wid, task = job.metadata.get(WORKFLOW_ID), job.metadata.get(TASK)
+            if isinstance(wid, str) and isinstance(task, str):
+                seen[(wid, task)] = None
     return tuple(seen)
 
 
 @dataclass(frozen=True, slots=True)
 class TasksFinalized(Event):
-    workflow_ids: tuple[str, ...]
+    """Workflow tasks that ended (their dependents may move on), or whole workflows to look at
+    (grown or retried)."""
+
+    tasks: tuple[tuple[str, str], ...] = ()
+    workflow_ids: tuple[str, ...] = ()
 
 
 def _merge(events: tuple[Any, ...]) -> TasksFinalized:
-    return TasksFinalized(tuple(dict.fromkeys(w for e in events for w in e.workflow_ids)))
+    return TasksFinalized(tuple(dict.fromkeys(t for e in events for t in e.tasks)),
+                          tuple(dict.fromkeys(w for e in events for w in e.workflow_ids)))
 
 
 class PromoterState(enum.Enum):
@@ -93,7 +98,8 @@ class WorkflowPromoter(Machine):
 
     def __init__(self, cooldown: timedelta = FETCH_COOLDOWN_DEFAULT) -> None:
         super().__init__()
-        self._waiting: dict[str, None] = {}
+        self._tasks: dict[tuple[str, str], None] = {}
+        self._workflows: dict[str, None] = {}
         self._throttle = InsertNotifyThrottle(cooldown)
         self._queues: tuple[str, ...] = ()
         self._result: PromotionResult | None = None
@@ -109,17 +115,20 @@ class WorkflowPromoter(Machine):
         return out
 
     def _on_finalized(self, event: TasksFinalized, now: datetime) -> None:
-        self._waiting.update(dict.fromkeys(event.workflow_ids))
+        self._tasks.update(dict.fromkeys(event.tasks))
+        self._workflows.update(dict.fromkeys(event.workflow_ids))
         if self._flight_of(PromoteWorkflowTasks) is None:  # else it goes with the next promotion
             self._send(now)
 
     def _send(self, now: datetime) -> None:
-        if not self._waiting:
+        if not self._tasks and not self._workflows:
             self._enter(_S.IDLE)
             return
-        ids, self._waiting = tuple(self._waiting), {}
+        tasks, workflows = tuple(self._tasks), tuple(self._workflows)
+        self._tasks, self._workflows = {}, {}
         self._enter(_S.BUSY)
-        self._emit(PromoteWorkflowTasks(now=now, workflow_ids=ids), PROMOTION_TIMEOUT)
+        self._emit(PromoteWorkflowTasks(now=now, workflow_ids=workflows or None, finished=tasks or None),
+                   PROMOTION_TIMEOUT)
 
     def _on_result(self, event: IntentSucceeded | IntentFailed, now: datetime) -> None:
         if isinstance(event, IntentFailed):
@@ -135,4 +144,4 @@ class WorkflowPromoter(Machine):
         self._send(now)
 
     def _on_stop(self, event: Stop, now: datetime) -> None:
-        self._waiting = {}
+        self._tasks, self._workflows = {}, {}

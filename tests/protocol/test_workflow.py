@@ -11,7 +11,13 @@ from typing import Any, ClassVar
 import pytest
 
 from river_protocol.client_core import ClientConfig, ClientCore
-from river_protocol.dialects.workflow_plans import dep_counts, one_statement, pending_task, promotion_plan
+from river_protocol.dialects.workflow_plans import (
+    dep_counts,
+    one_statement,
+    pending_task,
+    promotion_plan,
+    targets,
+)
 from river_protocol.errors import ValidationError
 from river_protocol.intents import Notify, PromoteWorkflowTasks, PromotionResult, Statement
 from river_protocol.job import AttemptError, JobRow
@@ -22,7 +28,7 @@ from river_protocol.machines.workflow_promoter import (
     PromoterState,
     TasksFinalized,
     WorkflowPromoter,
-    finalized_workflows,
+    finalized_tasks,
 )
 from river_protocol.options import InsertOpts
 from river_protocol.states import JobState
@@ -251,17 +257,18 @@ def _marker(kind: str, *params: Any) -> Statement:
 def test_promotion_plan_promotes_cancels_and_follows_the_cascade() -> None:
     intent = PromoteWorkflowTasks(now=T0, workflow_ids=("w",))
     plan = promotion_plan(intent,
-                          lambda ids, after, limit: one_statement(_marker("select", ids, after, limit)),
+                          lambda scope: one_statement(_marker("select", scope)),
                           lambda ids: _marker("promote", ids), lambda downs: _marker("cancel", downs))
     first = next(plan)
-    assert first.sql == "select" and first.params == (("w",), 0, 1000)
+    assert first.sql == "select" and first.params == (intent,)
     row = ("w", "t", 0, '["a"]', False, False)
     step = plan.send([(5, *row, 1, "[]", "[]"), (6, "w", "u", 0, '["b"]', False, False, 0, "[]", '["b"]')])
     assert step.sql == "promote" and step.params == ([5],)
     step = plan.send([(5, "q1")])
     assert step.sql == "cancel" and [c.id for c in step.params[0]] == [6]
-    step = plan.send([(6, "w")])
-    assert step.sql == "select" and step.params == (("w",), 0, 10_000)  # the cascade's re-read
+    step = plan.send([(6, "w", "u")])
+    (cascade,) = step.params  # the cascade's read: the dependents of what it cancelled
+    assert step.sql == "select" and cascade.finished == (("w", "u"),) and cascade.limit == 10_000
     with pytest.raises(StopIteration) as done:
         plan.send([])
     assert done.value.value == PromotionResult(2, 6, ((5, "q1"),), ((6, "w"),))
@@ -276,33 +283,45 @@ def test_pending_task_reads_a_row_leniently() -> None:
 # ---------------------------------------------------------------- machines
 
 
-def test_finalized_workflows_picks_final_workflow_rows() -> None:
+def test_finalized_tasks_picks_final_workflow_rows() -> None:
     def job(i: int, state: JobState, wid: str | None) -> JobRow:
-        meta = {WORKFLOW_ID: wid} if wid else {}
+        meta = {WORKFLOW_ID: wid, TASK: f"t{i}"} if wid else {}
         return JobRow(id=i, kind="k", encoded_args=b"{}", state=state, metadata=meta)
 
     rows = [job(1, JobState.COMPLETED, "a"), job(2, JobState.RETRYABLE, "b"), job(3, JobState.DISCARDED, "c"),
-            job(4, JobState.COMPLETED, None), job(5, JobState.CANCELLED, "a")]
-    assert finalized_workflows(rows) == ("a", "c")
+            job(4, JobState.COMPLETED, None), job(5, JobState.CANCELLED, "a"),
+            job(1, JobState.COMPLETED, "a")]
+    assert finalized_tasks(rows) == (("a", "t1"), ("c", "t3"), ("a", "t5"))
+
+
+def test_targets_names_the_intents_candidates() -> None:
+    row = (1, "w", "t", 0, '["a", "b"]', False, False)
+    assert targets(PromoteWorkflowTasks(now=T0), row)
+    assert targets(PromoteWorkflowTasks(now=T0, workflow_ids=("w",)), row)
+    assert targets(PromoteWorkflowTasks(now=T0, finished=(("w", "b"),)), row)
+    assert not targets(PromoteWorkflowTasks(now=T0, finished=(("w", "c"), ("x", "a"))), row)
+    assert not targets(PromoteWorkflowTasks(now=T0, workflow_ids=("x",)), row)
 
 
 def test_promoter_runs_one_promotion_at_a_time_and_batches_the_rest() -> None:
     m = WorkflowPromoter(timedelta(milliseconds=100))
-    out = m.handle(TasksFinalized(("a",)), T0)
+    out = m.handle(TasksFinalized(tasks=(("a", "x"),)), T0)
     (first,) = out.intents
-    assert isinstance(first, PromoteWorkflowTasks) and first.workflow_ids == ("a",)
-    assert m.state is PromoterState.BUSY
-    assert m.handle(TasksFinalized(("b",)), T0).intents == ()
-    assert m.handle(TasksFinalized(("c", "b")), T0).intents == ()
+    assert isinstance(first, PromoteWorkflowTasks) and first.finished == (("a", "x"),)
+    assert first.workflow_ids is None and m.state is PromoterState.BUSY
+    assert m.handle(TasksFinalized(workflow_ids=("b",)), T0).intents == ()
+    assert m.handle(TasksFinalized(tasks=(("c", "y"),), workflow_ids=("b",)), T0).intents == ()
     out = m.handle(IntentSucceeded(first, PromotionResult(1, 1, ((1, "q"),), ())), T0)
     notify, second = out.intents
     assert isinstance(notify, Notify) and out.promoted_queues == ("q",)
-    assert isinstance(second, PromoteWorkflowTasks) and second.workflow_ids == ("b", "c")
+    assert isinstance(second, PromoteWorkflowTasks) and second.workflow_ids == ("b",)
+    assert second.finished == (("c", "y"),)
     out = m.handle(IntentFailed(second, RuntimeError("down")), T0)
     assert out.intents == () and isinstance(out.error, RuntimeError) and m.state is PromoterState.IDLE
     assert m.handle(IntentSucceeded(notify), T0).intents == ()
     m.handle(Stop(), T0)
-    assert m.handle(TasksFinalized(("d",)), T0).intents == () and m.state is PromoterState.STOPPED
+    assert m.handle(TasksFinalized(tasks=(("d", "z"),)), T0).intents == ()
+    assert m.state is PromoterState.STOPPED
 
 
 def test_leader_sweep_pages_through_pending_tasks() -> None:

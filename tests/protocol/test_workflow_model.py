@@ -23,7 +23,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from river_protocol.dialects.workflow_plans import one_statement, promotion_plan
+from river_protocol.dialects.workflow_plans import one_statement, promotion_plan, targets
 from river_protocol.intents import PromoteWorkflowTasks, Statement
 from river_protocol.states import JobState
 from river_protocol.workflow import CancelDependent
@@ -62,21 +62,24 @@ class Table:
         return True
 
     # -- the three statements of a promotion, answered as the dialects' SQL does
-    def select(self, ids: tuple[str, ...] | None, after: int, limit: int) -> list[tuple[Any, ...]]:
+    def select(self, intent: PromoteWorkflowTasks) -> list[tuple[Any, ...]]:
         def names(tasks: Any) -> str:
             return json.dumps([self.name(t.id) for t in tasks])
 
         rows = []
         for task in sorted(self.tasks.values(), key=lambda t: t.id):
-            if task.state is not P or task.id <= after or (ids is not None and task.workflow not in ids):
+            if task.state is not P or task.id <= intent.after_id:
                 continue
             deps = [self.tasks[d] for d in task.deps]
+            candidate = (task.id, task.workflow, self.name(task.id), 0, names(deps))
+            if not targets(intent, candidate):
+                continue
             rows.append((
                 task.id, task.workflow, self.name(task.id), 0, names(deps),
                 task.ignore_cancelled, task.ignore_discarded, sum(1 for d in deps if d.state is C),
                 names(d for d in deps if d.state is X), names(d for d in deps if d.state is D),
             ))
-        return rows[:limit]
+        return rows[:intent.limit]
 
     def promote(self, ids: list[int]) -> list[tuple[Any, ...]]:
         out = []
@@ -95,7 +98,7 @@ class Table:
             task = self.tasks[down.id]
             if task.state is P:
                 task.state = X
-                out.append((task.id, task.workflow))
+                out.append((task.id, task.workflow, self.name(task.id)))
         return out
 
     def execute(self, statement: Statement) -> list[tuple[Any, ...]]:
@@ -107,11 +110,10 @@ class Table:
         return self.cancel(*params)
 
 
-def start_promoter(sweep: bool, workflows: tuple[str, ...]) -> Generator[Statement, Any, Any]:
-    intent = PromoteWorkflowTasks(now=NOW, workflow_ids=None if sweep else workflows, limit=3)
+def start_promoter(intent: PromoteWorkflowTasks) -> Generator[Statement, Any, Any]:
     return promotion_plan(
         intent,
-        lambda ids, after, limit: one_statement(Statement("select", (ids, after, limit))),
+        lambda scope: one_statement(Statement("select", (scope,))),
         lambda ids: Statement("promote", (ids,)),
         lambda downs: Statement("cancel", (downs,)),
     )
@@ -149,9 +151,16 @@ def test_promotion_model(table: Table, data: st.DataObject) -> None:
         except StopIteration:
             del promoters[key]
 
-    def launch(sweep: bool) -> None:
+    def launch(kind: str) -> None:
         nonlocal serial
-        plan = start_promoter(sweep, workflows)
+        if kind == "sweep":
+            intent = PromoteWorkflowTasks(now=NOW, limit=3)
+        elif kind == "workflows":
+            intent = PromoteWorkflowTasks(now=NOW, workflow_ids=workflows, limit=3)
+        else:  # a completer's: the dependents of some tasks that ended
+            ended = [(t.workflow, table.name(t.id)) for t in table.tasks.values() if t.state.finalized]
+            intent = PromoteWorkflowTasks(now=NOW, finished=tuple(ended[-3:]) or (("w0", "none"),))
+        plan = start_promoter(intent)
         serial += 1
         promoters[serial] = (plan, next(plan))
 
@@ -161,7 +170,7 @@ def test_promotion_model(table: Table, data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(0, 60))):
         action = data.draw(st.sampled_from(ACTIONS))
         if action == "start_promoter" and len(promoters) < 3:
-            launch(data.draw(st.booleans()))
+            launch(data.draw(st.sampled_from(("sweep", "workflows", "finished"))))
         elif action == "step_promoter" and promoters:
             advance(data.draw(st.sampled_from(sorted(promoters))))
         elif action == "crash_promoter" and promoters:
@@ -192,7 +201,7 @@ def test_promotion_model(table: Table, data: st.DataObject) -> None:
     for task in running():
         task.state = C
     for _ in range(len(table.tasks) + 1):
-        launch(True)
+        launch("sweep")
         while promoters:
             advance(next(iter(promoters)))
         for task in table.tasks.values():

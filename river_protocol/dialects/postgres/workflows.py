@@ -14,7 +14,7 @@ from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.common import json_text
 from river_protocol.dialects.postgres.fragments import JOB_COLUMNS, binder, channel_sql, job_rows
 from river_protocol.dialects.rows import pg_job_columns
-from river_protocol.dialects.workflow_plans import one_statement, promotion_plan
+from river_protocol.dialects.workflow_plans import counted, promotion_plan
 from river_protocol.intents import (
     CancelWorkflow,
     Intent,
@@ -43,46 +43,49 @@ def _of_workflow(d: Any, alias: str, wid_sql: str) -> str:
     return f"{alias}.metadata @> jsonb_build_object('{WORKFLOW_ID}', {wid_sql})"
 
 
-def _select(d: Any, ids: tuple[str, ...] | None, after_id: int, limit: int) -> Statement:
+def _select(d: Any, intent: PromoteWorkflowTasks) -> Plan[list[tuple[Any, ...]]]:
+    """Two statements: the pending candidates, then every final row of their workflows (counted
+    by ``counted``), each workflow found once through River's GIN index on metadata. A probe of
+    that index per dep costs milliseconds (its posting lists for our keys hold every workflow
+    row), so it is made once per workflow, not once per dep."""
     b = binder()
-    if ids is None:
-        source = f"{d.prefix}river_job j"
-        where = f"j.state = 'pending' AND j.metadata ? '{WORKFLOW_ID}' AND j.id > {b.p(after_id)}::bigint"
+    after = b.p(intent.after_id)  # bound first: it comes first in the text
+    if intent.sweep:
+        where = f"j.metadata ? '{WORKFLOW_ID}'"
     else:
-        source = (f"unnest({b.p(list(ids))}::text[]) AS w(id) JOIN {d.prefix}river_job j "
-                  f"ON {_of_workflow(d, 'j', 'w.id')}")
-        where = f"j.state = 'pending' AND j.id > {b.p(after_id)}::bigint"
-    # The candidates' fields are read once (MATERIALIZED): a fan-in's metadata holds every dep's
-    # name and is stored compressed out of line, so reading it again for each dep row (as a
-    # join condition would) decompressed it ten thousand times for a 10,000-way fan-in. The
-    # workflow id as plain text lets each dep lookup use River's GIN index on metadata.
-    sql = f"""
-        WITH p AS MATERIALIZED (
-            SELECT j.id, j.attempt, j.metadata ->> '{WORKFLOW_ID}' AS wid, j.metadata ->> '{TASK}' AS task,
-                   CASE WHEN jsonb_typeof(j.metadata -> '{DEPS}') = 'array'
-                        THEN j.metadata -> '{DEPS}' ELSE '[]'::jsonb END AS deps,
-                   coalesce(j.metadata -> '{IGNORE_CANCELLED_DEPS}' = 'true'::jsonb, false) AS ign_c,
-                   coalesce(j.metadata -> '{IGNORE_DISCARDED_DEPS}' = 'true'::jsonb, false) AS ign_d
-            FROM {source}
-            WHERE {where}
-            ORDER BY j.id LIMIT {b.p(limit)}::bigint
-        )
-        SELECT p.id, p.wid, p.task, p.attempt, p.deps::text, p.ign_c, p.ign_d,
-               s.completed, s.cancelled::text, s.discarded::text
-        FROM p
-        CROSS JOIN LATERAL (
-            SELECT count(DISTINCT d.metadata ->> '{TASK}') FILTER (WHERE d.state = 'completed') AS completed,
-                   coalesce(jsonb_agg(DISTINCT d.metadata ->> '{TASK}')
-                            FILTER (WHERE d.state = 'cancelled'), '[]'::jsonb) AS cancelled,
-                   coalesce(jsonb_agg(DISTINCT d.metadata ->> '{TASK}')
-                            FILTER (WHERE d.state = 'discarded'), '[]'::jsonb) AS discarded
-            FROM {d.prefix}river_job d
-            WHERE {_of_workflow(d, 'd', 'p.wid')}
-              AND d.metadata ->> '{TASK}' IN (SELECT jsonb_array_elements_text(p.deps))
-        ) s
-        ORDER BY p.id
-    """
-    return Statement(sql, tuple(b.params))
+        named = []
+        if intent.workflow_ids:
+            named.append(f"SELECT j2.id FROM unnest({b.p(list(intent.workflow_ids))}::text[]) AS w(id) "
+                         f"JOIN {d.prefix}river_job j2 ON {_of_workflow(d, 'j2', 'w.id')} "
+                         "WHERE j2.state = 'pending'")
+        if intent.finished:
+            pairs = intent.finished
+            named.append(
+                f"SELECT j3.id FROM unnest({b.p([w for w, _ in pairs])}::text[], "
+                f"{b.p([t for _, t in pairs])}::text[]) AS f(wid, task) "
+                f"JOIN {d.prefix}river_job j3 ON j3.metadata @> jsonb_build_object("
+                f"'{WORKFLOW_ID}', f.wid, '{DEPS}', jsonb_build_array(f.task)) WHERE j3.state = 'pending'")
+        where = f"j.id IN ({' UNION '.join(named) or 'SELECT NULL::bigint'})"
+    candidates = yield Statement(f"""
+        SELECT j.id, j.metadata ->> '{WORKFLOW_ID}', j.metadata ->> '{TASK}', j.attempt,
+               (CASE WHEN jsonb_typeof(j.metadata -> '{DEPS}') = 'array'
+                     THEN j.metadata -> '{DEPS}' ELSE '[]'::jsonb END)::text,
+               coalesce(j.metadata -> '{IGNORE_CANCELLED_DEPS}' = 'true'::jsonb, false),
+               coalesce(j.metadata -> '{IGNORE_DISCARDED_DEPS}' = 'true'::jsonb, false)
+        FROM {d.prefix}river_job j
+        WHERE j.state = 'pending' AND j.id > {after}::bigint AND {where}
+        ORDER BY j.id LIMIT {b.p(intent.limit)}::bigint
+    """, tuple(b.params))
+    if not candidates:
+        return []
+    f = binder()
+    finals = yield Statement(f"""
+        SELECT w.id, d.metadata ->> '{TASK}', d.state::text
+        FROM unnest({f.p(sorted({str(c[1]) for c in candidates}))}::text[]) AS w(id)
+        JOIN {d.prefix}river_job d ON {_of_workflow(d, 'd', 'w.id')}
+        WHERE d.state IN ('completed', 'cancelled', 'discarded')
+    """, tuple(f.params))
+    return counted(candidates, finals)
 
 
 def _promote(d: Any, ids: list[int]) -> Statement:
@@ -104,7 +107,7 @@ def _cancel(d: Any, intent: PromoteWorkflowTasks, downs: list[CancelDependent]) 
             errors = array_append(j.errors, c.error::jsonb)
         FROM unnest({b.p([c.id for c in downs])}::bigint[], {b.p(errors)}::text[]) AS c(id, error)
         WHERE j.id = c.id AND j.state = 'pending'
-        RETURNING j.id, j.metadata ->> '{WORKFLOW_ID}'
+        RETURNING j.id, j.metadata ->> '{WORKFLOW_ID}', j.metadata ->> '{TASK}'
     """
     return Statement(sql, tuple(b.params))
 
@@ -112,7 +115,7 @@ def _cancel(d: Any, intent: PromoteWorkflowTasks, downs: list[CancelDependent]) 
 def _promote_workflow_tasks(d: Any, intent: PromoteWorkflowTasks) -> Plan[Any]:
     return promotion_plan(
         intent,
-        lambda ids, after, limit: one_statement(_select(d, ids, after, limit)),
+        lambda scope: _select(d, scope),
         lambda ids: _promote(d, ids),
         lambda downs: _cancel(d, intent, downs),
     )

@@ -24,7 +24,7 @@ from river_protocol.dialects.sqlite.fragments import (
     limit_param,
     sqlite_time,
 )
-from river_protocol.dialects.workflow_plans import dep_counts, promotion_plan
+from river_protocol.dialects.workflow_plans import counted, promotion_plan, targets
 from river_protocol.intents import (
     CancelWorkflow,
     Intent,
@@ -59,35 +59,32 @@ def _deps_json(alias: str) -> str:
     return f"CASE WHEN json_type({alias}.metadata, '$.\"{DEPS}\"') = 'array' THEN {value} ELSE '[]' END"
 
 
-def _select(d: Any, ids: tuple[str, ...] | None, after_id: int, limit: int) -> Plan[list[tuple[Any, ...]]]:
-    """Two statements: the pending candidates, then every final row of their workflows, counted
-    here. (One statement counting per candidate in SQL re-read the deps' JSON for every row
-    scanned: a 10,000-way fan-in took seconds; SQLite has no index on metadata to do better.)"""
+def _select(d: Any, intent: PromoteWorkflowTasks) -> Plan[list[tuple[Any, ...]]]:
+    """Two statements: the pending candidates, then every final row of their workflows (counted
+    by ``counted``). SQLite has no index on metadata: the second statement scans river_job."""
     b = binder()
-    where = f"state = 'pending' AND {_key('', WORKFLOW_ID)} IS NOT NULL AND id > {b.p(after_id)}"
-    if ids is not None:
-        where += f" AND {_key('', WORKFLOW_ID)} IN (SELECT value FROM json_each({b.p(json_list(ids))}))"
+    where = f"state = 'pending' AND {_key('', WORKFLOW_ID)} IS NOT NULL AND id > {b.p(intent.after_id)}"
+    if not intent.sweep:
+        wids = sorted({*(intent.workflow_ids or ()), *(w for w, _ in intent.finished or ())})
+        where += f" AND {_key('', WORKFLOW_ID)} IN (SELECT value FROM json_each({b.p(json_list(wids))}))"
     deps = (f"CASE WHEN json_type(metadata, '$.\"{DEPS}\"') = 'array' "
             f"THEN json_extract(metadata, '$.\"{DEPS}\"') ELSE '[]' END")
-    candidates = yield Statement(f"""
+    found = yield Statement(f"""
         SELECT id, {_key('', WORKFLOW_ID)}, {_key('', TASK)}, attempt, {deps},
                coalesce({_key('', IGNORE_CANCELLED_DEPS)}, 0) = 1,
                coalesce({_key('', IGNORE_DISCARDED_DEPS)}, 0) = 1
         FROM {d.prefix}river_job WHERE {where}
-        ORDER BY id LIMIT {limit_param(b, limit)}
-    """, tuple(b.params))
+        ORDER BY id
+    """ + (f" LIMIT {limit_param(b, intent.limit)}" if intent.sweep else ""), tuple(b.params))
+    candidates = [c for c in found if targets(intent, c)][:intent.limit]
     if not candidates:
         return []
-    wids = sorted({str(c[1]) for c in candidates})
     finals = yield Statement(f"""
         SELECT {_key('', WORKFLOW_ID)}, {_key('', TASK)}, state FROM {d.prefix}river_job
         WHERE state IN ('completed', 'cancelled', 'discarded')
           AND {_key('', WORKFLOW_ID)} IN (SELECT value FROM json_each(?))
-    """, (json_list(wids),))
-    states: dict[tuple[str, str], set[str]] = {}
-    for wid, task, state in finals:
-        states.setdefault((str(wid), str(task)), set()).add(str(state))
-    return [dep_counts(c, states) for c in candidates]
+    """, (json_list(sorted({str(c[1]) for c in candidates})),))
+    return counted(candidates, finals)
 
 
 def _promote(d: Any, ids: list[int]) -> Statement:
@@ -108,7 +105,7 @@ def _cancel(d: Any, intent: PromoteWorkflowTasks, downs: list[CancelDependent]) 
                     json((SELECT c.value ->> '$[1]' FROM json_each(?) c
                           WHERE c.value ->> '$[0]' = river_job.id)))
             WHERE id IN (SELECT c.value ->> '$[0]' FROM json_each(?) c) AND state = 'pending'
-            RETURNING id, {_key('', WORKFLOW_ID)}""",
+            RETURNING id, {_key('', WORKFLOW_ID)}, {_key('', TASK)}""",
         (sqlite_time(intent.now), pairs, pairs),
     )
 
@@ -116,7 +113,7 @@ def _cancel(d: Any, intent: PromoteWorkflowTasks, downs: list[CancelDependent]) 
 def _promote_workflow_tasks(d: Any, intent: PromoteWorkflowTasks) -> Plan[Any]:
     return promotion_plan(
         intent,
-        lambda ids, after, limit: _select(d, ids, after, limit),
+        lambda scope: _select(d, scope),
         lambda ids: _promote(d, ids),
         lambda downs: _cancel(d, intent, downs),
     )

@@ -294,3 +294,24 @@ def test_manage_cancel_retry_list_get(h: Harness, client_db_url: str) -> None:
     assert order == ["first", "slow", "slow", "last"]
     with h.client(client_db_url) as other, pytest.raises(JobNotFoundError, match="not found"):
         other.workflows.get("missing")
+
+
+def test_the_completer_promotes_without_a_leader(h: Harness, client_db_url: str) -> None:
+    """No leader, so no sweep: every promotion and cancellation is the completer's own
+    (dependents of the tasks it finished, and their dependents in turn)."""
+    order: list[str] = []
+    lock = threading.Lock()
+    wf = Workflow(name="no leader")
+    _album(wf)
+    failing = Workflow(name="no leader, failing")
+    _album(failing, fail_thumb=True)
+    client = fast_client(h, client_db_url, _recorder(h, order, lock), leader_election=False)
+    with client:
+        assert not client.is_leader
+        done = client.insert_workflow(wf)
+        broken = client.insert_workflow(failing)
+        assert {j.state for j in client.wait_workflow(done, timeout=WAIT)} == {JobState.COMPLETED}
+        with pytest.raises(WorkflowTaskFailedError) as failed:
+            client.wait_workflow(broken, timeout=WAIT)
+    assert {j.metadata[TASK]: j.state for j in failed.value.jobs} == {
+        "thumb_1": JobState.DISCARDED, "album": JobState.CANCELLED, "email": JobState.CANCELLED}
