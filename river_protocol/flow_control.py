@@ -46,6 +46,16 @@ SCAN_FACTOR = 4
 SCAN_MIN = 100
 SCAN_MAX = 20_000
 
+# Start records are kept this long at least (longer when the period is): only the window is
+# counted, the rest shows recent history and covers a period raised at runtime.
+START_RETENTION = timedelta(minutes=1)
+
+
+def start_retention(period: timedelta) -> timedelta:
+    """How far back a claim keeps ``river_py_job_start`` records (older ones it deletes)."""
+    return max(period, START_RETENTION)
+
+
 # States in which an earlier job of a sequence holds back the jobs behind it.
 SEQUENCE_WAIT_STATES: tuple[JobState, ...] = (
     JobState.AVAILABLE, JobState.PENDING, JobState.RETRYABLE, JobState.RUNNING, JobState.SCHEDULED,

@@ -65,6 +65,9 @@ from river_protocol.machines.notifications import (
 )
 from river_protocol.metadata_keys import CANCEL_ATTEMPTED_AT
 
+# A rate-limited producer polls at least this many times per rate period.
+RATE_POLLS_PER_PERIOD = 20
+
 
 class ProducerState(enum.Enum):
     NEW = "new"
@@ -410,6 +413,10 @@ class Producer(Machine):
 
     def _poll_wait(self) -> timedelta:
         interval = self.config.fetch_poll_interval
+        rate = self.config.flow.rate_limit if self.config.flow is not None else None
+        if rate is not None:
+            # Nothing announces that a rate window has moved on: poll often enough to use it.
+            interval = min(interval, max(rate.period / RATE_POLLS_PER_PERIOD, self.config.fetch_cooldown))
         return uniform(self._rng, interval, interval + max(interval / 10, FETCH_POLL_JITTER_MIN))
 
     def _on_tick(self, event: Tick, now: datetime) -> None:

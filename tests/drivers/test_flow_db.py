@@ -248,3 +248,31 @@ def test_sql_claim_matches_the_pure_rule(
     expected = choose_claims(jobs=model, flow=flow, limits=flow.limits, client_id=CLIENT, limit=limit,
                              now=T0, recent_starts=recent)
     assert claim(db, flow, limit=limit) == sorted(expected)
+
+
+# ---------------------------------------------------------------- the python migration line
+
+
+@pytest.mark.parametrize("kind", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
+def test_python_line_up_down_and_list(kind: str, request: pytest.FixtureRequest, tmp_path: Any) -> None:
+    url = (str(request.getfixturevalue("scratch_pg_url")) if kind == "postgres"
+           else f"sqlite://{tmp_path / 'line.sqlite3'}")
+    with Migrator(url, line="python") as early:
+        with pytest.raises(MigrationError, match="migrate the main line"):
+            early.migrate_up()
+    with Migrator(url) as main_line:
+        main_line.migrate_up()
+    with Migrator(url, line="python") as m:
+        assert [v.name for v in m.all_versions()] == ["flow control"]
+        assert "river_py_queue_limit" in m.get_sql(1, "up") and "DROP TABLE" in m.get_sql(1, "down")
+        assert m.get_versions() == []
+        assert [v.version for v in m.migrate_up().versions] == [1]
+        assert m.get_versions() == [1] and m.validate().ok
+        Executor(m.conn, m.dialect).run(SetQueueLimits("q", QueueLimits(global_limit=1)))
+        with Migrator(m.conn) as main_again:
+            assert main_again.get_versions() == [1, 2, 3, 4, 5, 6, 7]  # the lines are kept apart
+        assert [v.version for v in m.migrate_down().versions] == [1]
+        assert m.get_versions() == []  # its bookkeeping row is gone with its tables
+        assert Executor(m.conn, m.dialect).run(ListQueueLimits()) == []
+        m.migrate_up()
+        assert m.get_versions() == [1]

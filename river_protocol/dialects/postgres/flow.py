@@ -9,7 +9,7 @@ serialised; they only lower what the claim counts, so the count is never too low
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
@@ -38,6 +38,7 @@ from river_protocol.flow_control import (
     PartitionConfig,
     QueueLimits,
     scan_size,
+    start_retention,
 )
 from river_protocol.flow_intents import (
     BusiestPartitions,
@@ -152,12 +153,13 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
             RETURNING j.*, chosen.rkey AS py_rkey
         )""")
     if rate:
+        keep_ms = start_retention(limits.rate_period or timedelta(0)) // timedelta(milliseconds=1)
         sql.append(f""",
         pruned AS (
             DELETE FROM {t}river_py_job_start
             WHERE queue = {b.p(claim.queue)}::text
               AND started_at <= {b.p(now)}::timestamptz
-                                - {b.p(limits.rate_period_ms)} * interval '1 millisecond'
+                                - {b.p(keep_ms)} * interval '1 millisecond'
         ),
         started AS (
             INSERT INTO {t}river_py_job_start (queue, partition_key, started_at, job_id)

@@ -7,7 +7,7 @@ before it committed. Start times are taken after the lock, so they are in claim 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
@@ -34,6 +34,7 @@ from river_protocol.flow_control import (
     SEQUENCE_WAIT_STATES,
     PartitionConfig,
     scan_size,
+    start_retention,
 )
 from river_protocol.flow_intents import (
     BusiestPartitions,
@@ -137,8 +138,9 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
         RETURNING {JOB_COLUMNS}""")
     rows = job_rows((yield Statement("".join(sql), tuple(b.params))))
     if rate and rows:
+        horizon = sqlite_time(now - start_retention(limits.rate_period or timedelta(0)))
         yield Statement(f"DELETE FROM {t}river_py_job_start WHERE queue = ? AND started_at <= ?",
-                        (claim.queue, since), fetch=False)
+                        (claim.queue, horizon), fetch=False)
         yield Statement(
             f"INSERT INTO {t}river_py_job_start (queue, partition_key, started_at, job_id)"
             f" SELECT ?, {partition_sql(rkey, 'j')}, ?, j.id FROM {t}river_job j"

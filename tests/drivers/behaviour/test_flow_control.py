@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
@@ -21,6 +21,7 @@ from river_sync import (
     PartitionConfig,
     QueueConfig,
     QueueLimits,
+    RateLimit,
     SequenceOpts,
 )
 from tests.drivers.behaviour.support import fast_client, wait_for_all
@@ -72,8 +73,13 @@ def test_limited_queue_refuses_to_start_without_the_python_line(h: Harness, clie
 
 
 def _python_line(url: str) -> None:
+    """The python line, and its tables empty (a Postgres database serves the module's tests)."""
     with Migrator(url, line="python") as m:
         m.migrate_up()
+        cur = m.conn.cursor()
+        for table in ("river_py_job_start", "river_py_queue_limit"):
+            cur.execute(f"DELETE FROM {table}")
+        cur.close()
 
 
 def test_global_limit_holds_per_partition(h: Harness, client_db_url: str) -> None:
@@ -142,3 +148,36 @@ def _wait(predicate: Any) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+def test_rate_limit_holds_in_every_window(h: Harness, client_db_url: str) -> None:
+    _python_line(client_db_url)
+    period = timedelta(milliseconds=300)
+    queue = QueueConfig(max_workers=10, fetch_cooldown=timedelta(milliseconds=5),
+                        fetch_poll_interval=timedelta(milliseconds=50),
+                        rate_limit=RateLimit(allowed=3, period=period))
+    meter = Meter()
+    client = fast_client(h, client_db_url, h.workers(meter.work, Call, threaded=True),
+                         queues={"default": queue})
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with client:
+        jobs = client.insert_many([InsertManyParams(Call(customer=1, n=i)) for i in range(9)])
+        wait_for_all(sub, [r.job.id for r in jobs])
+    starts = sorted(_start_times(client_db_url))
+    assert len(starts) == 9
+    for t in starts:  # the worst windows end at a start
+        assert sum(1 for other in starts if t - period < other <= t) <= 3
+    assert starts[-1] - starts[0] >= 2 * period  # nine starts at three per window need three windows
+
+
+def _start_times(url: str) -> list[datetime]:
+    from river_db.connect import open_connection
+    from river_protocol.dialects.rows import _stored_time
+
+    conn, _ = open_connection(url)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT started_at FROM river_py_job_start")
+        return [t for (value,) in cur.fetchall() if (t := _stored_time(value)) is not None]
+    finally:
+        conn.close()
