@@ -26,7 +26,7 @@ from river_protocol.flow_control import SequenceOpts
 from river_protocol.golang.gotime import GoTime, require_aware
 from river_protocol.intents import InsertParams
 from river_protocol.states import JobState
-from river_protocol.unique import UniqueKeyRules, UniqueOpts, unique_key
+from river_protocol.unique import UniqueKeyRules, UniqueOpts, parse_unique_key_rules, unique_key
 
 DEFAULT_MAX_ATTEMPTS = MAX_ATTEMPTS_DEFAULT
 DEFAULT_PRIORITY = PRIORITY_DEFAULT
@@ -165,8 +165,9 @@ def resolve_insert_params(
 ) -> InsertParams:
     """One job's row, options applied as Go's client does (docs/protocol.md §5.1).
 
-    ``now`` is the client clock at insert; it decides a ByPeriod bucket even when
-    the job is scheduled for later. ``unique_key_rules`` picks the River release
+    ``now`` is the client clock at insert; under v0.43's rules it decides a ByPeriod bucket
+    even when the job is scheduled for later (``"latest"``: the job's scheduled_at does,
+    when given). ``unique_key_rules`` picks the River release
     whose unique keys are reproduced (see ``UniqueKeyRules``). The args type's default metadata is ignored
     and tags are not merged, as in Go. Raises ``ValidationError`` for bad options
     and ``UniqueKeyError`` when the unique key cannot be built.
@@ -196,15 +197,19 @@ def resolve_insert_params(
     if sequence is not None:
         metadata = _with_sequence(metadata, sequence, kind, encoded_args)
 
+    scheduled_at = _scheduled(opts.scheduled_at) or _scheduled(defaults.scheduled_at)
     key: bytes | None = None
     states: int | None = None
     if uniq is not None and not uniq.is_empty():
-        # Computed before scheduled_at is applied: the bucket always comes from `now`.
-        key = unique_key(kind, encoded_args, unique_fields, uniq, now, queue, rules=unique_key_rules)
+        # A ByPeriod bucket: River v0.43 computes the key before it applies scheduled_at, so
+        # the bucket always comes from `now`; newer River (its goldens' period_from_schedule
+        # cases) takes it from scheduled_at when one is given, printed in UTC.
+        rules = parse_unique_key_rules(unique_key_rules)
+        clock = scheduled_at if rules is UniqueKeyRules.LATEST and scheduled_at is not None else now
+        key = unique_key(kind, encoded_args, unique_fields, uniq, clock, queue, rules=rules)
         states = uniq.state_bitmask()
 
     state = JobState.AVAILABLE
-    scheduled_at = _scheduled(opts.scheduled_at) or _scheduled(defaults.scheduled_at)
     if scheduled_at is not None:
         state = JobState.SCHEDULED
     if opts.pending:

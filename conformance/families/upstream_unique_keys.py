@@ -11,7 +11,6 @@ differ from it by that character alone.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from datetime import timedelta
 from typing import Any, ClassVar
 
@@ -20,7 +19,8 @@ from conformance.raw_json import compact, raw_value
 from river_protocol.args import arg_field
 from river_protocol.errors import UniqueKeyError
 from river_protocol.golang.encoding_json import encode_args
-from river_protocol.unique import UniqueKeyRules, UniqueOpts, build_unique_key_string
+from river_protocol.options import InsertOpts, resolve_insert_params
+from river_protocol.unique import UniqueKeyRules, UniqueOpts
 
 NAME = "upstream_unique_keys"
 FILENAME = "unique_keys.json"
@@ -85,14 +85,19 @@ def _opts(raw: dict[str, Any]) -> UniqueOpts:
 
 
 def key_sha256(case: dict[str, Any], args: bytes, rules: UniqueKeyRules) -> str:
-    """The hex key our builder derives for ``case`` with ``args`` (Go's direct builder inputs)."""
-    # With scheduled_at set the bucket comes from it, as in River's insert-params builder.
-    clock = parse_gotime(case["scheduled_at"] or case["now"])
-    key = build_unique_key_string(
-        case["kind"], args, case["selected_unique_paths"] or [], _opts(case["options"]), clock, case["queue"],
-        rules=rules,
+    """The hex key the client's insert path derives for ``case`` with ``args``: the case's clock
+    as ``now`` and its ``scheduled_at`` as the job's, so the insert path itself decides where
+    a ByPeriod bucket comes from (newer River: scheduled_at when given)."""
+    scheduled = case["scheduled_at"]
+    params = resolve_insert_params(
+        case["kind"], args,
+        insert_opts=InsertOpts(queue=case["queue"], unique_opts=_opts(case["options"]),
+                               scheduled_at=parse_gotime(scheduled) if scheduled else None),
+        args_opts=None, unique_fields=case["selected_unique_paths"] or [],
+        now=parse_gotime(case["now"]), unique_key_rules=rules,
     )
-    return hashlib.sha256(key).hexdigest()
+    assert params.unique_key is not None
+    return params.unique_key.hex()
 
 
 def check(case: dict[str, Any], fixture: dict[str, Any], options: dict[str, Any]) -> str | None:

@@ -7,7 +7,7 @@ import hashlib
 import logging
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, ClassVar
 
 import pytest
@@ -125,6 +125,28 @@ def test_unique_key_rules_setting_picks_the_key_builder(h: Harness, client_db_ur
     assert stored[1].unique_key == hashlib.sha256(b'&kind=dotted&args={"a.b":1}').digest()
     with pytest.raises(ValueError, match="unknown unique key rules"):
         h.client(client_db_url, unique_key_rules="v0.44")
+
+
+def test_latest_unique_key_rules_bucket_by_period_from_scheduled_at(h: Harness, client_db_url: str) -> None:
+    """Newer River (goldens period_from_schedule): a ByPeriod bucket comes from the job's
+    scheduled_at, in UTC; River v0.43 takes it from the insert's clock whatever the schedule."""
+    hourly = UniqueOpts(by_period=timedelta(hours=1))
+    later = (datetime.now(UTC) + timedelta(days=2)).replace(minute=10, second=0, microsecond=0)
+    in_ist = later.astimezone(timezone(timedelta(hours=5, minutes=30))) + timedelta(minutes=20)
+
+    def key(bucket: datetime) -> bytes:
+        stamp = bucket.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return hashlib.sha256(f"&kind=task&period={stamp}".encode()).digest()
+
+    with h.client(client_db_url) as old, h.client(client_db_url, unique_key_rules="latest") as new:
+        first = new.insert(Task("a"), InsertOpts(unique_opts=hourly, scheduled_at=later))
+        # Same hour of the schedule, written in another zone: the same key, a duplicate.
+        again = new.insert(Task("b"), InsertOpts(unique_opts=hourly, scheduled_at=in_ist))
+        v043 = old.insert(Task("c"), InsertOpts(unique_opts=hourly, scheduled_at=later))
+        stored = old.jobs.get(first.job.id)
+    assert again.unique_skipped_as_duplicate and again.job.id == first.job.id
+    assert stored.unique_key == key(later.replace(minute=0))
+    assert not v043.unique_skipped_as_duplicate  # v0.43 bucketed its own clock, days earlier
 
 
 def test_insert_rejects_unknown_kind_when_workers_given(h: Harness, client_db_url: str) -> None:
