@@ -1,10 +1,12 @@
 """One worker process of the flow-control process tests (tests/drivers/test_flow_processes.py and
 benchmarks' slow script): a client of DRIVER working queue ``limited`` under a global limit.
 
-``python flow_child.py DRIVER URL RECORD_FILE GLOBAL_LIMIT MAX_WORKERS JOB_MS``
+``python flow_child.py DRIVER URL RECORD_FILE GLOBAL_LIMIT MAX_WORKERS JOB_MS [RATE_ALLOWED PERIOD_MS]``
 
-DRIVER is ``sync``, ``trio`` or ``asyncio``. Prints ``ready`` once the client works, then works
-``flow_job`` jobs (each takes JOB_MS) until its stdin closes; then stops the client and exits 0.
+DRIVER is ``sync``, ``trio`` or ``asyncio``; GLOBAL_LIMIT 0 means no concurrency limit, and
+RATE_ALLOWED PERIOD_MS add a rate limit over the whole queue. Prints ``ready`` once the client
+works, then works ``flow_job`` jobs (each takes JOB_MS) until its stdin closes; then stops the
+client and exits 0.
 Every execution appends its job id to RECORD_FILE, so the parent sees each run, even one whose
 outcome never reached the database (a SIGKILLed process). Leader election and the rescuer run
 fast, so a killed process's jobs come back within seconds.
@@ -25,6 +27,7 @@ from river_sync import (
     MaintenanceConfig,
     PartitionConfig,
     QueueConfig,
+    RateLimit,
     Workers,
 )
 
@@ -46,16 +49,18 @@ class FlowJob:
     n: int = 0
 
 
-def settings(global_limit: int, max_workers: int) -> dict[str, Any]:
+def settings(global_limit: int, max_workers: int, rate: tuple[int, int] | None = None) -> dict[str, Any]:
     """The client settings every child shares (the queue, leadership and maintenance)."""
+    concurrency = ConcurrencyConfig(global_limit=global_limit,
+                                    partition=PartitionConfig(by_args=["p"])) if global_limit else None
+    rate_limit = RateLimit(allowed=rate[0], period=rate[1] * MS) if rate else None
     return {
         # The rescuer leaves a job alone until its timeout has passed, as well as rescue_after.
         "job_timeout": 500 * MS,
         "retry_policy": RetryAtOnce(),
         "queues": {QUEUE: QueueConfig(
             max_workers=max_workers, fetch_cooldown=5 * MS, fetch_poll_interval=50 * MS,
-            concurrency=ConcurrencyConfig(global_limit=global_limit,
-                                          partition=PartitionConfig(by_args=["p"])),
+            concurrency=concurrency, rate_limit=rate_limit,
         )},
         "leader_election": LeaderElectionConfig(interval=200 * MS, jitter=50 * MS, ttl=timedelta(seconds=2)),
         "maintenance": MaintenanceConfig(
@@ -65,7 +70,8 @@ def settings(global_limit: int, max_workers: int) -> dict[str, Any]:
     }
 
 
-def main(driver: str, url: str, record_path: str, global_limit: int, max_workers: int, job_ms: int) -> int:
+def main(driver: str, url: str, record_path: str, global_limit: int, max_workers: int, job_ms: int,
+         rate: tuple[int, int] | None = None) -> int:
     lock = threading.Lock()
     record = open(record_path, "a", buffering=1)  # noqa: SIM115 - closed after the client stops
 
@@ -82,7 +88,7 @@ def main(driver: str, url: str, record_path: str, global_limit: int, max_workers
             time.sleep(job_ms / 1000)
 
         workers.job(FlowJob)(work)
-        with river_sync.Client(url, workers=workers, **settings(global_limit, max_workers)):
+        with river_sync.Client(url, workers=workers, **settings(global_limit, max_workers, rate)):
             print("ready", flush=True)
             sys.stdin.read()
     else:
@@ -96,7 +102,7 @@ def main(driver: str, url: str, record_path: str, global_limit: int, max_workers
 
         async def run() -> None:
             module = __import__(f"river_{driver}")
-            async with module.Client(url, workers=workers, **settings(global_limit, max_workers)):
+            async with module.Client(url, workers=workers, **settings(global_limit, max_workers, rate)):
                 print("ready", flush=True)
                 await anyio.to_thread.run_sync(sys.stdin.read)
 
@@ -107,4 +113,6 @@ def main(driver: str, url: str, record_path: str, global_limit: int, max_workers
 
 if __name__ == "__main__":
     driver, url, record = sys.argv[1:4]
-    sys.exit(main(driver, url, record, *(int(a) for a in sys.argv[4:7])))
+    limit, workers, job_ms = (int(a) for a in sys.argv[4:7])
+    rate = (int(sys.argv[7]), int(sys.argv[8])) if len(sys.argv) > 8 else None
+    sys.exit(main(driver, url, record, limit, workers, job_ms, rate))
