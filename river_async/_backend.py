@@ -26,9 +26,9 @@ import logging
 import queue
 import sys
 import threading
+import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -48,25 +48,6 @@ IDLE_THREAD_TIMEOUT = 10.0
 Interrupt = Callable[[], Callable[[], None] | None]
 
 
-@dataclass(frozen=True, slots=True)
-class Backend:
-    """One event loop's primitives (see the module docstring)."""
-
-    name: str
-    current_time: Callable[[], float]
-    utcnow: Callable[[], datetime]
-    loop_deadline: Callable[[datetime], float]
-    run_interruptible: Callable[..., Any]
-    checkpoint_if_cancelled: Callable[[], Awaitable[None]]
-    ParkingLot: Callable[[], Any]
-    CancelScope: Callable[..., Any]
-    Event: Callable[[], Any]
-    cancelled: type[BaseException]
-    busy_error: type[Exception]
-    would_block: tuple[type[BaseException], ...]
-    closed_channel: tuple[type[BaseException], ...]
-
-
 _built: dict[str, Backend] = {}
 
 
@@ -75,9 +56,9 @@ def named(name: str) -> Backend:
     backend = _built.get(name)
     if backend is None:
         if name == "trio":
-            backend = _trio_backend()
+            backend = TrioBackend()
         elif name == "asyncio":
-            backend = _asyncio_backend()
+            backend = AsyncioBackend()
         else:
             raise ValueError(f"unsupported async backend {name!r}: river runs on 'trio' or 'asyncio'")
         _built[name] = backend
@@ -114,47 +95,71 @@ def loop_deadline(when: datetime) -> float:
 # ---------------------------------------------------------------- trio
 
 
-def _trio_backend() -> Backend:
-    import outcome
-    import trio
+class TrioBackend:
+    """trio's primitives; built under trio only (``named``), so an asyncio process loads no trio."""
 
-    # The run's (wall, loop) base pair and its clock's current_time: trio.current_time() is
-    # that method behind two more calls, and utcnow() runs once or more per job.
-    base_var: trio.lowlevel.RunVar[tuple[datetime, float, Callable[[], float]]] = trio.lowlevel.RunVar(
-        "river_async_clock_base")
-    get_base = base_var.get
+    name = "trio"
 
-    def base() -> tuple[datetime, float, Callable[[], float]]:
+    def __init__(self) -> None:
+        import outcome
+        import trio
+
+        self._trio, self._outcome = trio, outcome
+        self.current_time: Callable[[], float] = trio.current_time
+        self.checkpoint_if_cancelled: Callable[[], Awaitable[None]] = trio.lowlevel.checkpoint_if_cancelled
+        self.ParkingLot: Callable[[], Any] = trio.lowlevel.ParkingLot
+        self.CancelScope: Callable[..., Any] = trio.CancelScope
+        self.Event: Callable[[], Any] = trio.Event
+        self.cancelled: type[BaseException] = trio.Cancelled
+
+        class BusyConnectionError(anyio.BusyResourceError, trio.BusyResourceError):
+            """Another task is using this connection (catchable as trio's and AnyIO's error)."""
+
+        self.busy_error: type[Exception] = BusyConnectionError
+        self.would_block: tuple[type[BaseException], ...] = (anyio.WouldBlock, trio.WouldBlock)
+        self.closed_channel: tuple[type[BaseException], ...] = (
+            anyio.BrokenResourceError, anyio.ClosedResourceError,
+            trio.BrokenResourceError, trio.ClosedResourceError)
+        # The run's (wall, loop) base pair and its clock's current_time, in a RunVar: kept so that
+        # utcnow() (once or more per job) skips trio.current_time()'s two extra calls, and the
+        # RunVar's bound get so that it skips an attribute lookup too.
+        self._base_var: Any = trio.lowlevel.RunVar("river_async_clock_base")
+        self._get_base: Callable[[], tuple[datetime, float, Callable[[], float]]] = self._base_var.get
+
+    def _base(self) -> tuple[datetime, float, Callable[[], float]]:
         try:
-            return get_base()
+            return self._get_base()
         except LookupError:
-            current_time = trio.lowlevel.current_clock().current_time
+            current_time = self._trio.lowlevel.current_clock().current_time
             found = (datetime.now(UTC), current_time(), current_time)
-            base_var.set(found)
+            self._base_var.set(found)
             return found
 
-    def now() -> datetime:
+    def utcnow(self) -> datetime:
+        """Now on the run's clock: wall time at the run's first call plus loop time since."""
         try:
-            wall, start, current_time = get_base()
+            wall, start, current_time = self._get_base()
         except LookupError:
-            wall, start, current_time = base()
+            wall, start, current_time = self._base()
         # timedelta(days, seconds): the same value as seconds=, without the keyword parsing.
         return wall + timedelta(0, current_time() - start)
 
-    def deadline(when: datetime) -> float:
-        wall, start, _ = base()
+    def loop_deadline(self, when: datetime) -> float:
+        wall, start, _ = self._base()
         return start + (when - wall).total_seconds()
 
-    async def run_interruptible(work: Callable[[], T], interrupt: Interrupt) -> T:
+    async def run_interruptible(self, work: Callable[[], T], interrupt: Interrupt) -> T:
+        """``work()`` in a thread; a cancellation calls ``interrupt`` and still waits for ``work``."""
+        trio, outcome = self._trio, self._outcome
         token = trio.lowlevel.current_trio_token()
         task = trio.lowlevel.current_task()
-        cancel_done: trio.Event | None = None
+        cancel_done: Any = None
 
-        def report(result: outcome.Outcome[T]) -> None:
+        def report(result: Any) -> None:
             # Wrapped once more: wait_task_rescheduled unwraps, we want the outcome itself.
             token.run_sync_soon(trio.lowlevel.reschedule, task, outcome.Value(result))
 
-        def abort(_raise_cancel: Any) -> trio.lowlevel.Abort:
+        def abort(_raise_cancel: Any) -> Any:
             nonlocal cancel_done
             if cancel_done is None:
                 done = cancel_done = trio.Event()
@@ -168,33 +173,13 @@ def _trio_backend() -> Backend:
             return trio.lowlevel.Abort.FAILED
 
         trio.lowlevel.start_thread_soon(work, report, name="river-async-db")
-        result: outcome.Outcome[T] = await trio.lowlevel.wait_task_rescheduled(abort)
+        result = await trio.lowlevel.wait_task_rescheduled(abort)
         if cancel_done is not None:
             with trio.CancelScope(shield=True):
                 await cancel_done.wait()
             if isinstance(result, outcome.Error):
                 await trio.lowlevel.checkpoint()  # raises Cancelled unless the deadline moved
-        return result.unwrap()
-
-    class BusyConnectionError(anyio.BusyResourceError, trio.BusyResourceError):
-        """Another task is using this connection (catchable as trio's and AnyIO's error)."""
-
-    return Backend(
-        name="trio",
-        current_time=trio.current_time,
-        utcnow=now,
-        loop_deadline=deadline,
-        run_interruptible=run_interruptible,
-        checkpoint_if_cancelled=trio.lowlevel.checkpoint_if_cancelled,
-        ParkingLot=trio.lowlevel.ParkingLot,
-        CancelScope=trio.CancelScope,
-        Event=trio.Event,
-        cancelled=trio.Cancelled,
-        busy_error=BusyConnectionError,
-        would_block=(anyio.WouldBlock, trio.WouldBlock),
-        closed_channel=(anyio.BrokenResourceError, anyio.ClosedResourceError,
-                        trio.BrokenResourceError, trio.ClosedResourceError),
-    )
+        return result.unwrap()  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------- asyncio
@@ -271,51 +256,65 @@ class _AsyncioParkingLot:
             raise
 
 
-def _asyncio_backend() -> Backend:
-    import asyncio
-    import weakref
+class AsyncioBackend:
+    """asyncio's primitives (AnyIO's where asyncio has no faster one of its own)."""
 
-    bases: weakref.WeakKeyDictionary[Any, tuple[datetime, float]] = weakref.WeakKeyDictionary()
+    name = "asyncio"
 
-    def loop_time() -> float:
-        return asyncio.get_running_loop().time()
+    def __init__(self) -> None:
+        import asyncio
 
-    # The last loop's pair, before the weak dictionary: a WeakKeyDictionary lookup makes a
-    # weak reference each time, and utcnow() runs more than once per job.
-    last: list[Any] = [None, None]  # [weakref to the loop, its pair]
+        self._asyncio = asyncio
+        self._get_running_loop = asyncio.get_running_loop
+        self.checkpoint_if_cancelled: Callable[[], Awaitable[None]] = anyio.lowlevel.checkpoint_if_cancelled
+        self.ParkingLot: Callable[[], Any] = _AsyncioParkingLot
+        self.CancelScope: Callable[..., Any] = anyio.CancelScope
+        self.Event: Callable[[], Any] = anyio.Event
+        self.cancelled: type[BaseException] = asyncio.CancelledError
+        self.busy_error: type[Exception] = anyio.BusyResourceError
+        self.would_block: tuple[type[BaseException], ...] = (anyio.WouldBlock,)
+        self.closed_channel: tuple[type[BaseException], ...] = (anyio.BrokenResourceError,
+                                                                anyio.ClosedResourceError)
+        self._bases: weakref.WeakKeyDictionary[Any, tuple[datetime, float]] = weakref.WeakKeyDictionary()
+        # The last loop's pair, kept beside the weak dictionary: a WeakKeyDictionary lookup makes a
+        # weak reference each time, and utcnow() runs more than once per job.
+        self._last_loop: Any = None  # a weak reference to that loop
+        self._last_base: tuple[datetime, float] = (datetime.now(UTC), 0.0)
+        self._threads = _ThreadCache()
 
-    get_running_loop = asyncio.get_running_loop
+    def current_time(self) -> float:
+        return self._get_running_loop().time()
 
-    def base(loop: Any) -> tuple[datetime, float]:
-        ref = last[0]
+    def _base(self, loop: Any) -> tuple[datetime, float]:
+        ref = self._last_loop
         if ref is not None and ref() is loop:
-            return last[1]  # type: ignore[no-any-return]
-        found = bases.get(loop)
+            return self._last_base
+        found = self._bases.get(loop)
         if found is None:
-            found = bases[loop] = (datetime.now(UTC), loop.time())
-        last[:] = [weakref.ref(loop), found]
+            found = self._bases[loop] = (datetime.now(UTC), loop.time())
+        self._last_loop, self._last_base = weakref.ref(loop), found
         return found
 
-    def now() -> datetime:
-        loop = get_running_loop()
-        ref = last[0]
-        wall: datetime
-        if ref is not None and ref() is loop:  # base()'s common case, without its call
-            wall, start = last[1]
+    def utcnow(self) -> datetime:
+        """Now on the loop's clock: wall time at the loop's first call plus loop time since."""
+        loop = self._get_running_loop()
+        ref = self._last_loop
+        if ref is not None and ref() is loop:  # _base()'s common case, without its call
+            wall, start = self._last_base
         else:
-            wall, start = base(loop)
+            wall, start = self._base(loop)
         # timedelta(days, seconds): the same value as seconds=, without the keyword parsing.
         return wall + timedelta(0, loop.time() - start)
 
-    def deadline(when: datetime) -> float:
-        wall, start = base(get_running_loop())
+    def loop_deadline(self, when: datetime) -> float:
+        wall, start = self._base(self._get_running_loop())
         return start + (when - wall).total_seconds()
 
-    threads = _ThreadCache()
-
-    async def run_interruptible(work: Callable[[], T], interrupt: Interrupt) -> T:
+    async def run_interruptible(self, work: Callable[[], T], interrupt: Interrupt) -> T:
+        """``work()`` in a cached thread; a cancellation calls ``interrupt`` and still waits for ``work``."""
+        asyncio, threads = self._asyncio, self._threads
         loop = asyncio.get_running_loop()
-        done: asyncio.Future[tuple[Any, BaseException | None]] = loop.create_future()
+        done: Any = loop.create_future()  # an asyncio.Future of (value, error)
 
         def settle(value: Any, error: BaseException | None) -> None:
             if not done.done():
@@ -346,8 +345,8 @@ def _asyncio_backend() -> Backend:
                         loop.call_soon_threadsafe(cancel_sent)
 
                     threads.start_soon(cancel_body, "river-async-cancel")
-                    await _uncancellable(cancelled)
-                value, error = await _uncancellable(done)
+                    await self._uncancellable(cancelled)
+                value, error = await self._uncancellable(done)
             if error is not None:
                 raise  # the cancellation: the statement was interrupted
             # It finished first: its result stands; AnyIO's scope cancels again at the next await.
@@ -356,30 +355,17 @@ def _asyncio_backend() -> Backend:
             raise error
         return value  # type: ignore[no-any-return]
 
-    async def _uncancellable(future: asyncio.Future[Any]) -> Any:
+    async def _uncancellable(self, future: Any) -> Any:
         # A native task.cancel() inside AnyIO's shield still lands here: wait on regardless.
         while True:
             try:
-                return await asyncio.shield(future)
-            except asyncio.CancelledError:
+                return await self._asyncio.shield(future)
+            except self._asyncio.CancelledError:
                 if future.done():
                     return future.result()
 
-    return Backend(
-        name="asyncio",
-        current_time=loop_time,
-        utcnow=now,
-        loop_deadline=deadline,
-        run_interruptible=run_interruptible,
-        checkpoint_if_cancelled=anyio.lowlevel.checkpoint_if_cancelled,
-        ParkingLot=_AsyncioParkingLot,
-        CancelScope=anyio.CancelScope,
-        Event=anyio.Event,
-        cancelled=asyncio.CancelledError,
-        busy_error=anyio.BusyResourceError,
-        would_block=(anyio.WouldBlock,),
-        closed_channel=(anyio.BrokenResourceError, anyio.ClosedResourceError),
-    )
+
+Backend = TrioBackend | AsyncioBackend  # one running loop's primitives (see the module docstring)
 
 
-__all__ = ["Backend", "current", "loop_deadline", "named", "utcnow"]
+__all__ = ["AsyncioBackend", "Backend", "TrioBackend", "current", "loop_deadline", "named", "utcnow"]

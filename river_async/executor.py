@@ -163,7 +163,7 @@ class ThreadRunner:
         self._busy = True
         state = _CallState()
         try:
-            return await backend.run_interruptible(lambda: work(state), lambda: self._interrupt(state))  # type: ignore[no-any-return]
+            return await backend.run_interruptible(lambda: work(state), lambda: self._interrupt(state))
         finally:
             self._busy = False
             if state.cancel_failed:
