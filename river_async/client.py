@@ -71,7 +71,7 @@ from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
 from river_db.resumable import ResumableAttempt, raised, returned
 from river_db.urls import dialect_of_url
-from river_db.waits import job_id_of, timeout_seconds, workflow_id_of
+from river_db.waits import job_id_of, timeout_seconds, widened, workflow_id_of
 from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
     EventKind,
@@ -86,7 +86,12 @@ from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
-from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
+from river_protocol.machines.notifications import (
+    TOPIC_CONTROL,
+    TOPIC_FINISHED,
+    TOPIC_INSERT,
+    TOPIC_LEADERSHIP,
+)
 from river_protocol.options import InsertOpts
 from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
 from river_protocol.workers import WorkerEntry
@@ -505,6 +510,7 @@ class Client(ClientBase):
             unwatch = self._waits.watch(woken.set, **watch)  # before the read: no wake-up is missed
             try:
                 last, outcome = await read(db)
+                watch = widened(watch, last)
                 if isinstance(outcome, BaseException):
                     raise outcome
                 if outcome is not None:
@@ -637,6 +643,8 @@ class Client(ClientBase):
         notifier = notifier_for(db, enabled=self._core.config.notifications, listen_url=self._listen_url)
         for topic in (TOPIC_INSERT, TOPIC_CONTROL):
             await notifier.subscribe(topic, self._on_notification)
+        # One listener for every wait of this client (river_db.waits).
+        await notifier.subscribe(TOPIC_FINISHED, self._on_finished)
         if self._leadership.enabled:
             await notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification)
         await nursery.start(notifier.run)

@@ -58,6 +58,7 @@ from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.completer import CompleterOutput
+from river_protocol.machines.notifications import parse_finished
 from river_protocol.machines.producer import JobFinished, ProducerOutput, TriggerFetch
 from river_protocol.machines.workflow_promoter import PromoterOutput, TasksFinalized, finalized_tasks
 from river_protocol.outcomes import Completed, Outcome
@@ -356,6 +357,10 @@ class ClientBase:
     def _grown_ids(self, workflow_ids: tuple[str, ...]) -> None:
         if self._promoter is not None:
             self._promoter.post(TasksFinalized(workflow_ids=workflow_ids))
+
+    def _on_finished(self, topic: str, payload: str) -> None:
+        """``river_py_finished`` heard: wake the waits on those workflows (they read again)."""
+        self._waits.finished_ids((), parse_finished(payload))
 
     def _on_promoter_output(self, out: PromoterOutput) -> None:
         if out.error is not None:

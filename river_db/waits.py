@@ -116,3 +116,12 @@ def timeout_seconds(timeout: timedelta | float | None) -> float | None:
     if seconds < 0:
         raise ValidationError(f"a wait's timeout cannot be negative, got {timeout}")
     return seconds
+
+
+def widened(watch: dict[str, Any], last: Any) -> dict[str, Any]:
+    """A job wait's watch, plus the job's workflow once its row says it is a workflow task:
+    the workflow's ``river_py_finished`` announcements then wake it too."""
+    if "workflow_id" in watch or not isinstance(last, JobRow):
+        return watch
+    wid = last.metadata.get(WORKFLOW_ID)
+    return {**watch, "workflow_id": wid} if isinstance(wid, str) else watch

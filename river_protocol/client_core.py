@@ -616,7 +616,8 @@ class ClientCore:
 
     def make_workflow_promoter(self) -> WorkflowPromoter:
         """The machine that promotes dependents right after this client's own completions."""
-        return WorkflowPromoter(self.config.fetch_cooldown)
+        announce = self.config.dialect == "postgres" and self.config.notifications
+        return WorkflowPromoter(self.config.fetch_cooldown, announce=announce)
 
     def make_periodic_enqueuer(
         self, definitions: tuple[periodic_machine.PeriodicJob, ...]

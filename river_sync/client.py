@@ -44,7 +44,7 @@ from river_db.deadline_buckets import EMPTIED as _EMPTIED
 from river_db.deadline_buckets import Bucket, DeadlineBuckets
 from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
-from river_db.waits import job_id_of, timeout_seconds, workflow_id_of
+from river_db.waits import job_id_of, timeout_seconds, widened, workflow_id_of
 from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
     EventKind,
@@ -59,7 +59,12 @@ from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
-from river_protocol.machines.notifications import TOPIC_CONTROL, TOPIC_INSERT, TOPIC_LEADERSHIP
+from river_protocol.machines.notifications import (
+    TOPIC_CONTROL,
+    TOPIC_FINISHED,
+    TOPIC_INSERT,
+    TOPIC_LEADERSHIP,
+)
 from river_protocol.machines.producer import JobFinished
 from river_protocol.options import InsertOpts
 from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
@@ -411,6 +416,7 @@ class Client(ClientBase):
             unwatch = self._waits.watch(woken.set, **watch)  # before the read: no wake-up is missed
             try:
                 last, outcome = read(db)
+                watch = widened(watch, last)
                 if isinstance(outcome, BaseException):
                     raise outcome
                 if outcome is not None:
@@ -475,6 +481,8 @@ class Client(ClientBase):
                                 listen_url=self._listen_url)
         for topic in (TOPIC_INSERT, TOPIC_CONTROL):
             self._notify_subs.append(notifier.subscribe(topic, self._on_notification))
+        # One listener for every wait of this client (river_db.waits).
+        self._notify_subs.append(notifier.subscribe(TOPIC_FINISHED, self._on_finished))
         if self._leadership.enabled:
             self._notify_subs.append(notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification))
         notifier.start()

@@ -19,6 +19,11 @@ TOPIC_INSERT = "river_insert"
 TOPIC_CONTROL = "river_control"
 TOPIC_LEADERSHIP = "river_leadership"
 TOPICS = (TOPIC_INSERT, TOPIC_CONTROL, TOPIC_LEADERSHIP)
+# Ours, not River's (a ``river_py_`` name): workflows whose tasks just ended, announced on
+# Postgres by the client that recorded the ends, so waits in other processes wake at once.
+TOPIC_FINISHED = "river_py_finished"
+# Postgres refuses a NOTIFY payload of 8,000 bytes or more.
+PAYLOAD_LIMIT_BYTES = 7_900
 
 ACTION_CANCEL = "cancel"
 ACTION_PAUSE = "pause"
@@ -198,3 +203,31 @@ def topic_of_channel(channel: str, schema: str | None = None) -> str:
         prefix = schema + "."
         return channel[len(prefix):] if channel.startswith(prefix) else channel
     return channel.rsplit(".", 1)[-1]
+
+
+# ---------------------------------------------------------------- river_py_finished (ours)
+
+
+def build_finished(workflow_ids: tuple[str, ...]) -> tuple[str, ...]:
+    """Payloads naming ``workflow_ids``: JSON lists, as many as keep each under Postgres's limit."""
+    payloads: list[str] = []
+    chunk: list[str] = []
+    for wid in dict.fromkeys(workflow_ids):
+        if chunk and len(_dump([*chunk, wid]).encode()) > PAYLOAD_LIMIT_BYTES:
+            payloads.append(_dump(chunk))
+            chunk = []
+        chunk.append(wid)
+    if chunk:
+        payloads.append(_dump(chunk))
+    return tuple(payloads)
+
+
+def parse_finished(payload: str) -> tuple[str, ...]:
+    """The workflow ids of a ``river_py_finished`` payload; nothing for an unusable one."""
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return ()
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, str))

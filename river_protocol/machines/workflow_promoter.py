@@ -30,6 +30,7 @@ from river_protocol.machines.base import (
     Tick,
     to,
 )
+from river_protocol.machines.notifications import TOPIC_FINISHED, build_finished
 from river_protocol.machines.throttle import InsertNotifyThrottle
 from river_protocol.workflow import TASK, WORKFLOW_ID
 
@@ -96,8 +97,11 @@ class WorkflowPromoter(Machine):
         (_S.STOPPED, TasksFinalized): to(_S.STOPPED, via="_ignore"),
     }
 
-    def __init__(self, cooldown: timedelta = FETCH_COOLDOWN_DEFAULT) -> None:
+    def __init__(self, cooldown: timedelta = FETCH_COOLDOWN_DEFAULT, *, announce: bool = False) -> None:
+        """``announce``: after each promotion, name the workflows it was about on
+        ``river_py_finished`` (Postgres with a listener: waits elsewhere wake at once)."""
         super().__init__()
+        self._announce = announce
         self._tasks: dict[tuple[str, str], None] = {}
         self._workflows: dict[str, None] = {}
         self._throttle = InsertNotifyThrottle(cooldown)
@@ -131,6 +135,12 @@ class WorkflowPromoter(Machine):
                    PROMOTION_TIMEOUT)
 
     def _on_result(self, event: IntentSucceeded | IntentFailed, now: datetime) -> None:
+        intent = event.intent
+        assert isinstance(intent, PromoteWorkflowTasks)
+        if self._announce:  # the ends are committed whatever the promotion did
+            ended = (*(intent.workflow_ids or ()), *(w for w, _ in intent.finished or ()))
+            if ended:
+                self._emit(Notify(topic=TOPIC_FINISHED, payloads=build_finished(ended)), PROMOTION_TIMEOUT)
         if isinstance(event, IntentFailed):
             self._error = event.error
         else:

@@ -354,3 +354,30 @@ def test_dep_counts_count_final_states_as_postgres_does() -> None:
     task = pending_task(row)
     assert (task.completed, task.discarded, task.ignore_discarded_deps) == (1, ("b",), True)
     assert decide(task) is None  # c has no final row in w: wait
+
+
+def test_finished_payloads_round_trip_and_stay_under_postgres_limit() -> None:
+    from river_protocol.machines.notifications import PAYLOAD_LIMIT_BYTES, build_finished, parse_finished
+
+    assert build_finished(("a", "b", "a")) == ('["a","b"]',)
+    many = tuple(f"20260101T000000_{i:016x}" for i in range(1000))
+    payloads = build_finished(many)
+    assert len(payloads) > 1 and all(len(p.encode()) <= PAYLOAD_LIMIT_BYTES for p in payloads)
+    assert tuple(w for p in payloads for w in parse_finished(p)) == many
+    assert parse_finished("not json") == () and parse_finished('{"a": 1}') == ()
+    assert parse_finished('["a", 3]') == ("a",)
+
+
+def test_an_announcing_promoter_names_the_workflows_after_each_promotion() -> None:
+    from river_protocol.machines.notifications import TOPIC_FINISHED
+
+    m = WorkflowPromoter(timedelta(milliseconds=100), announce=True)
+    (first,) = m.handle(TasksFinalized(tasks=(("a", "x"),), workflow_ids=("b",)), T0).intents
+    out = m.handle(IntentFailed(first, RuntimeError("down")), T0)
+    (announce,) = out.intents
+    assert isinstance(announce, Notify) and announce.topic == TOPIC_FINISHED
+    assert announce.payloads == ('["b","a"]',)
+    core = ClientCore(ClientConfig(client_id="c", dialect="sqlite"), None, random.Random(1))
+    assert not core.make_workflow_promoter()._announce
+    pg = ClientCore(ClientConfig(client_id="c", dialect="postgres"), None, random.Random(1))
+    assert pg.make_workflow_promoter()._announce

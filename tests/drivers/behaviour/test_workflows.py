@@ -4,6 +4,7 @@ cascades, outputs, waits, the leader's sweep after a Go-style completion, manage
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from typing import Any, ClassVar
 
@@ -20,7 +21,7 @@ from river_protocol.workflow import (
     WorkflowTaskFailedError,
 )
 from river_sync import Database, InsertOpts, JobDiscard, JobNotFoundError, JobState
-from tests.drivers.behaviour.support import fast_client, leader_client, row
+from tests.drivers.behaviour.support import FAST, fast_client, leader_client, row
 from tests.drivers.harness import WAIT, Harness
 from tests.drivers.leader_support import wait_until
 
@@ -315,3 +316,38 @@ def test_the_completer_promotes_without_a_leader(h: Harness, client_db_url: str)
             client.wait_workflow(broken, timeout=WAIT)
     assert {j.metadata[TASK]: j.state for j in failed.value.jobs} == {
         "thumb_1": JobState.DISCARDED, "album": JobState.CANCELLED, "email": JobState.CANCELLED}
+
+
+def test_another_clients_completions_end_a_wait(h: Harness, client_db_url: str) -> None:
+    """The waiting client works another queue: the tasks' ends reach it through the database
+    (river_py_finished on Postgres, a re-read on SQLite), not through its own completer."""
+    order: list[str] = []
+    lock = threading.Lock()
+    worker = fast_client(h, client_db_url, _recorder(h, order, lock))
+    waiter = fast_client(h, client_db_url, _recorder(h, order, lock), queues={"elsewhere": FAST})
+    wf = Workflow(name="elsewhere")
+    _album(wf)
+    with worker, waiter:
+        inserted = waiter.insert_workflow(wf)
+        email = waiter.wait_job(inserted.job("email"), timeout=WAIT)
+    assert email.state is JobState.COMPLETED and email.attempted_by == (worker.client_id,)
+
+
+@pytest.mark.postgres
+def test_ends_are_announced_on_postgres(h: Harness, client_db_url: str) -> None:
+    if not client_db_url.startswith("postgres"):
+        pytest.skip("SQLite waits read again on a back-off; nothing is announced")
+    import psycopg
+
+    order: list[str] = []
+    lock = threading.Lock()
+    wf = Workflow(name="announced")
+    _album(wf)
+    with psycopg.connect(client_db_url, autocommit=True) as listener:
+        listener.execute('LISTEN "public.river_py_finished"')
+        client = fast_client(h, client_db_url, _recorder(h, order, lock))
+        with client:
+            inserted = client.insert_workflow(wf)
+            client.wait_workflow(inserted, timeout=WAIT)
+        heard = {w for note in listener.notifies(timeout=5, stop_after=1) for w in json.loads(note.payload)}
+    assert inserted.id in heard
