@@ -277,6 +277,50 @@ async def job_page(request: Request) -> Response:
     )
 
 
+async def workflows_page(request: Request) -> Response:
+    ui = dashboard(request)
+    before = request.query_params.get("before", "")
+    try:
+        flows = await run_in_threadpool(data.list_workflows, ui.holder.get(), before)
+        problem = ""
+    except ValidationError as exc:
+        flows, problem = [], str(exc)
+    next_url = None
+    if len(flows) == data.PAGE_SIZE and flows[-1].created_at is not None:
+        next_url = request.url_for("workflows").include_query_params(before=flows[-1].created_at.isoformat())
+    return ui.render(
+        request,
+        "workflows.html",
+        {"workflows": flows, "problem": problem, "next_url": next_url, "paged": bool(before)},
+        status_code=400 if problem else 200,
+    )
+
+
+async def workflow_page(request: Request) -> Response:
+    ui = dashboard(request)
+    workflow_id = request.path_params["workflow_id"]
+    try:
+        view = await run_in_threadpool(ui.holder.get().workflows.get, workflow_id)
+    except (JobNotFoundError, ValidationError):
+        return ui.render(request, "not_found.html", {"what": f"workflow {workflow_id}"}, status_code=404)
+    return ui.render(
+        request,
+        "workflow.html",
+        {
+            "workflow": view,
+            "graph": data.workflow_graph(view),
+            "summary": view.summary,
+            "here": _here(request),
+        },
+    )
+
+
+async def limits_page(request: Request) -> Response:
+    ui = dashboard(request)
+    flows = await run_in_threadpool(ui.holder.get().queues.flow_status)
+    return ui.render(request, "limits.html", {"flows": flows})
+
+
 async def periodic_page(request: Request) -> Response:
     ui = dashboard(request)
     seen = await run_in_threadpool(data.periodic, ui.holder.get())
@@ -357,6 +401,22 @@ async def queue_action(request: Request) -> Response:
     except (QueueNotFoundError, ValidationError) as exc:
         return _back(request, form, "overview", err=str(exc))
     return _back(request, form, "overview", msg=f"{action}d queue {name}")
+
+
+async def workflow_action(request: Request) -> Response:
+    form = await _checked_form(request)
+    action, workflow_id = form.get("action"), form.get("workflow_id")
+    if action not in ("cancel", "retry") or not isinstance(workflow_id, str) or not workflow_id:
+        raise HTTPException(400, "need action=cancel|retry and a workflow_id")
+    workflows = dashboard(request).holder.get().workflows
+    try:
+        rows = await run_in_threadpool(
+            workflows.cancel if action == "cancel" else workflows.retry, workflow_id
+        )
+    except (RiverError, ValidationError) as exc:
+        return _back(request, form, "workflows", err=str(exc))
+    past = "cancelled" if action == "cancel" else "retried"
+    return _back(request, form, "workflows", msg=f"{past} {len(rows)} task{'s' if len(rows) != 1 else ''}")
 
 
 async def http_error(request: Request, exc: Exception) -> Response:
@@ -440,6 +500,10 @@ def create_app(
         Route("/actions/jobs", jobs_action, methods=["POST"], name="jobs_action"),
         Route("/actions/queue", queue_action, methods=["POST"], name="queue_action"),
         Route("/periodic", periodic_page, name="periodic"),
+        Route("/workflows", workflows_page, name="workflows"),
+        Route("/workflows/{workflow_id:str}", workflow_page, name="workflow"),
+        Route("/actions/workflow", workflow_action, methods=["POST"], name="workflow_action"),
+        Route("/limits", limits_page, name="limits"),
         *(page.route for page in pages),
         Mount("/static", StaticFiles(packages=[("river_ui", "static")]), name="static"),
     ]

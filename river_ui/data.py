@@ -29,7 +29,9 @@ from river_protocol.dashboard import (
 from river_protocol.errors import ValidationError
 from river_protocol.intents import GetLeader, LeaderRow, QueueRow
 from river_protocol.states import JobState
+from river_protocol.workflow import WorkflowSummary, WorkflowView, task_info
 from river_sync import Client
+from river_ui.graph import Graph, GraphTask, layout
 
 PAGE_SIZE = 50
 QUEUE_PAGE = 1000
@@ -137,3 +139,28 @@ def list_jobs(client: Client, flt: JobFilter, *, limit: int = PAGE_SIZE) -> JobP
         limit=limit,
         after=flt.after or None,
     )
+
+
+# ---------------------------------------------------------------- workflows and flow control
+
+
+def workflow_graph(view: WorkflowView) -> Graph:
+    """The workflow's tasks laid out as a graph (deps from each task's metadata)."""
+    tasks = []
+    for name, job in view.tasks.items():
+        info = task_info(job.metadata)
+        tasks.append(GraphTask(name, info.deps if info else (), job.state.value, job.id))
+    return layout(tasks)
+
+
+def list_workflows(client: Client, before: str, *, limit: int = PAGE_SIZE) -> list[WorkflowSummary]:
+    """One page of workflows, newest first; ``before`` is the last ``created_at`` of the previous page."""
+    moment = None
+    if before:
+        try:
+            moment = datetime.fromisoformat(before)
+        except ValueError:
+            raise ValidationError(f"before must be an ISO 8601 time, got {before!r}") from None
+        if moment.tzinfo is None:
+            raise ValidationError(f"before must carry its offset, got {before!r}")
+    return client.workflows.list(limit=limit, before=moment)

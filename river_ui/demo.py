@@ -13,11 +13,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from river_db.migrator import Migrator
+from river_protocol.flow_control import QueueLimits
 from river_protocol.golang.gotime import format_rfc3339nano
 from river_protocol.intents import FullJobRow, InsertFullJobs, LeaderElect, PauseQueue, UpsertQueue
+from river_protocol.migrations import LINE_MAIN, LINE_PYTHON
 from river_protocol.states import JobState
+from river_protocol.workflow import DEPS, TASK, WORKFLOW_ID, WORKFLOW_NAME
 from river_sync import Client
 
 QUEUES = ("default", "email", "reports")
@@ -174,20 +178,91 @@ def demo_rows(now: datetime) -> list[FullJobRow]:
     return rows
 
 
+def _task(workflow_id: str, workflow_name: str, task: str, deps: tuple[str, ...]) -> bytes:
+    meta: dict[str, object] = {WORKFLOW_ID: workflow_id, WORKFLOW_NAME: workflow_name, TASK: task}
+    if deps:
+        meta[DEPS] = list(deps)
+    return json.dumps(meta).encode()
+
+
+def workflow_rows(now: datetime) -> list[FullJobRow]:
+    """Two workflows in the ``reports`` queue: one failed (a discarded task cancelled its
+    dependents), one under way; their tasks carry this project's ``river_py:`` metadata."""
+    at = now - timedelta(minutes=30)
+    done: dict[str, Any] = {"attempt": 1, "attempted_at": at, "finalized_at": at + timedelta(seconds=20)}
+    failed = (attempt_error(at, 1, "refunds API returned 500", TRACE),)
+    plan: list[tuple[str, str, str, tuple[str, ...], JobState, dict[str, Any]]] = [
+        ("wf_nightly_report", "nightly report", "extract", (), JobState.COMPLETED, done),
+        ("wf_nightly_report", "nightly report", "transform_orders", ("extract",), JobState.COMPLETED, done),
+        (
+            "wf_nightly_report",
+            "nightly report",
+            "transform_refunds",
+            ("extract",),
+            JobState.DISCARDED,
+            {**done, "errors": failed, "max_attempts": 1},
+        ),
+        (
+            "wf_nightly_report",
+            "nightly report",
+            "load",
+            ("transform_orders", "transform_refunds"),
+            JobState.CANCELLED,
+            {"finalized_at": at + timedelta(seconds=21)},
+        ),
+        (
+            "wf_nightly_report",
+            "nightly report",
+            "notify",
+            ("load",),
+            JobState.CANCELLED,
+            {"finalized_at": at + timedelta(seconds=21)},
+        ),
+        ("wf_signup_42", "signup", "create_account", (), JobState.COMPLETED, done),
+        ("wf_signup_42", "signup", "send_welcome", ("create_account",), JobState.AVAILABLE, {}),
+        (
+            "wf_signup_42",
+            "signup",
+            "provision_storage",
+            ("create_account",),
+            JobState.RUNNING,
+            {"attempt": 1, "attempted_at": now - timedelta(seconds=5)},
+        ),
+        ("wf_signup_42", "signup", "finish", ("send_welcome", "provision_storage"), JobState.PENDING, {}),
+    ]
+    return [
+        FullJobRow(
+            kind=f"report_{task}" if wid == "wf_nightly_report" else f"signup_{task}",
+            encoded_args=b"{}",
+            state=state,
+            queue="reports",
+            created_at=at,
+            scheduled_at=at,
+            metadata=_task(wid, name, task, deps),
+            **extra,
+        )
+        for wid, name, task, deps, state, extra in plan
+    ]
+
+
 def seed_demo(database_url: str, *, now: datetime | None = None) -> Seeded:
-    """Migrate ``database_url`` and fill it with ``demo_rows``, queues (one paused) and a leader."""
+    """Migrate ``database_url`` (River's line and ours) and fill it: ``demo_rows``, two
+    workflows, queues (one paused, two with flow-control limits) and a leader."""
     now = now or datetime.now(UTC)
-    with Migrator(database_url) as migrator:
-        migrator.migrate_up()
+    for line in (LINE_MAIN, LINE_PYTHON):  # River's tables, then ours (flow control's limits)
+        with Migrator(database_url, line=line) as migrator:
+            migrator.migrate_up()
     client = Client(database_url, leader_election=False, notifications=False)
     try:
-        rows = demo_rows(now)
+        rows = demo_rows(now) + workflow_rows(now)
         ids = insert_rows(client, rows)
         with client.database.transaction() as ex:
             for name in QUEUES:
                 ex.run(UpsertQueue(name, now=now - timedelta(hours=2)))
             ex.run(PauseQueue(PAUSED_QUEUE))
             ex.run(LeaderElect(LEADER_ID, ttl=timedelta(hours=1)))
+        client.queues.set_limits("email", QueueLimits(global_limit=10, local_limit=2))
+        client.queues.set_limits("reports", QueueLimits(rate_allowed=100, rate_period=timedelta(minutes=1)))
     finally:
         client.close()
     by_state: dict[JobState, list[int]] = {s: [] for s in JobState}

@@ -33,6 +33,8 @@ def pages(retryable: int) -> list[tuple[str, str]]:
         ("dashboard-jobs.png", "/jobs?queue=email"),
         ("dashboard-job.png", f"/jobs/{retryable}"),
         ("dashboard-periodic.png", "/periodic"),
+        ("dashboard-workflow.png", "/workflows/wf_nightly_report"),
+        ("dashboard-limits.png", "/limits"),
     ]
 
 

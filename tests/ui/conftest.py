@@ -28,6 +28,8 @@ HOSTILE = SCRIPT + IMG
 
 
 def hostile_rows(now: datetime) -> list[FullJobRow]:
+    """A discarded job with markup in every field shown, and a workflow task named with it."""
+    task = {"river_py:workflow_id": "wf_hostile", "river_py:workflow_name": HOSTILE, "river_py:task": HOSTILE}
     return [
         FullJobRow(
             kind=f"evil{HOSTILE}",
@@ -36,7 +38,7 @@ def hostile_rows(now: datetime) -> list[FullJobRow]:
             attempt=1,
             max_attempts=1,
             encoded_args=json.dumps({"html": HOSTILE, HOSTILE: 1}).encode(),
-            metadata=json.dumps({"note": HOSTILE, "output": HOSTILE}).encode(),
+            metadata=json.dumps({"note": HOSTILE, "output": HOSTILE, **task}).encode(),
             errors=(attempt_error(now - timedelta(minutes=1), 1, f"error {HOSTILE}", f"trace {HOSTILE}"),),
             tags=(f"t{HOSTILE}",),
             attempted_by=(f"w{HOSTILE}",),

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from river_protocol.states import JobState
+from river_sync import Client
 from river_ui import BasicAuth, ConfigurationError, create_app
 from river_ui.demo import LEADER_ID, PAUSED_QUEUE, Seeded
 from river_ui.security import CONTENT_SECURITY_POLICY, CSRF_COOKIE
@@ -165,10 +166,13 @@ def test_hostile_input_is_shown_escaped_everywhere(seeded: tuple[str, Seeded], w
         "list": web.get("/jobs").text,
         "job": web.get(f"/jobs/{job_id}").text,
         "filtered": web.get("/jobs", params={"kind": f"evil{HOSTILE}", "queue": f"q{HOSTILE}"}).text,
+        "workflows": web.get("/workflows").text,
+        "workflow": web.get("/workflows/wf_hostile").text,
     }
     for name, page in pages.items():
         assert SCRIPT not in page and "<img" not in page, name
         assert "window.__pwned" in page or name == "overview", name  # shown, as text
+        assert "<svg" not in page or "<script" not in page.split("<svg", 1)[1], name
         assert "&lt;script&gt;" in page, name
     assert f'data-job-id="{job_id}"' in pages["filtered"]
     assert (
@@ -348,18 +352,98 @@ def test_a_page_of_the_host_joins_the_navigation_and_the_templates(
 
     from river_ui import Page
 
-    (tmp_path / "limits.html").write_text(
-        '{% extends "base.html" %}{% block content %}<h1 id="limits">Limits: {{ used }}</h1>{% endblock %}'
+    (tmp_path / "quotas.html").write_text(
+        '{% extends "base.html" %}{% block content %}<h1 id="quotas">Quotas: {{ used }}</h1>{% endblock %}'
     )
 
-    async def limits(request):  # type: ignore[no-untyped-def]
-        return request.app.state.river_ui.render(request, "limits.html", {"used": "3 of <5>"})
+    async def quotas(request):  # type: ignore[no-untyped-def]
+        return request.app.state.river_ui.render(request, "quotas.html", {"used": "3 of <5>"})
 
-    page = Page("Limits", Route("/limits", limits, name="limits"), "limits")
+    page = Page("Quotas", Route("/quotas", quotas, name="quotas"), "quotas")
     with TestClient(create_app(database_url=shared[0], pages=[page], template_dirs=[tmp_path])) as web:
         overview = web.get("/").text
-        assert '<a href="http://testserver/limits">Limits</a>' in overview
-        response = web.get("/limits")
-        assert '<h1 id="limits">Limits: 3 of &lt;5&gt;</h1>' in response.text
+        assert '<a href="http://testserver/quotas">Quotas</a>' in overview
+        response = web.get("/quotas")
+        assert '<h1 id="quotas">Quotas: 3 of &lt;5&gt;</h1>' in response.text
         assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
         assert 'href="http://testserver/jobs">Jobs</a>' in response.text
+
+
+# ---------------------------------------------------------------- workflows and flow control
+
+
+def test_workflows_are_listed_with_their_state_and_counts(shared_web: TestClient) -> None:
+    page = shared_web.get("/workflows").text
+    rows = dict(re.findall(r'data-workflow-id="([^"]+)">(.*?)</tr>', page, re.S))
+    assert set(rows) == {"wf_nightly_report", "wf_signup_42"}
+    assert "wf-failed" in rows["wf_nightly_report"] and "nightly report" in rows["wf_nightly_report"]
+    assert "wf-running" in rows["wf_signup_42"]
+    before = re.search(r'data-workflow-id="wf_signup_42".*?title="([^"]+)"', page, re.S)
+    assert (
+        shared_web.get("/workflows", params={"before": "2000-01-01T00:00:00+00:00"}).text.count(
+            "workflow-row"
+        )
+        == 0
+        and before
+    )
+    bad = shared_web.get("/workflows?before=yesterday")
+    assert bad.status_code == 400 and "ISO 8601" in bad.text
+
+
+def test_a_workflow_page_draws_its_tasks_as_a_graph(shared_web: TestClient) -> None:
+    page = shared_web.get("/workflows/wf_nightly_report").text
+    assert re.findall(r'<a href="[^"]+" class="node" data-task="([^"]+)"', page) == [
+        "extract",
+        "transform_orders",
+        "transform_refunds",
+        "load",
+        "notify",
+    ]
+    assert page.count('<path class="edge"') == 5
+    assert 'class="node-discarded"' in page and 'class="node-cancelled"' in page
+    assert "<title>transform_refunds → load</title>" in page
+    assert shared_web.get("/workflows/wf_missing").status_code == 404
+    assert shared_web.get("/workflows/bad%20id").status_code == 404
+
+
+def workflow_states(url: str, workflow_id: str) -> dict[str, JobState]:
+    client = Client(url, leader_election=False, notifications=False)
+    try:
+        return {name: job.state for name, job in client.workflows.get(workflow_id).tasks.items()}
+    finally:
+        client.close()
+
+
+def test_cancel_and_retry_a_workflow(seeded: tuple[str, Seeded], web: TestClient) -> None:
+    url, _ = seeded
+    token = csrf_token(web.get("/workflows/wf_nightly_report").text)
+    page = web.post(
+        "/actions/workflow",
+        data={
+            "action": "retry",
+            "workflow_id": "wf_nightly_report",
+            "csrf_token": token,
+            "next": "/workflows/wf_nightly_report",
+        },
+    )
+    assert "retried 3 tasks" in page.text
+    assert 'data-task="transform_refunds"' in page.text and 'class="node-available"' in page.text
+    page = web.post(
+        "/actions/workflow", data={"action": "cancel", "workflow_id": "wf_signup_42", "csrf_token": token}
+    )
+    assert re.search(r"cancelled \d+ tasks", page.text)
+    assert workflow_states(url, "wf_nightly_report")["transform_refunds"] is JobState.AVAILABLE
+    assert workflow_states(url, "wf_signup_42")["send_welcome"] is JobState.CANCELLED
+    refused = web.post("/actions/workflow", data={"action": "cancel", "workflow_id": "wf_nightly_report"})
+    assert refused.status_code == 403
+
+
+def test_the_flow_control_page_shows_limits_and_use(shared_web: TestClient) -> None:
+    page = shared_web.get("/limits").text
+    rows = dict(re.findall(r'data-queue="([^"]+)">(.*?)</tr>', page.split('id="limits"', 1)[1], re.S))
+    assert set(rows) == {"email", "reports"}
+    cells = [
+        re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", rows["email"], re.S)
+    ]
+    assert cells[1:4] == ["1", "10", "2"]  # running, global, local
+    assert "100 per 1m 0s" in rows["reports"]

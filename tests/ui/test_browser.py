@@ -172,7 +172,14 @@ def test_pausing_a_queue_from_the_overview(browser: Any, base: str, db: tuple[st
 
 def test_hostile_input_runs_no_script(browser: Any, base: str, db: tuple[str, Seeded]) -> None:
     job_id = insert_hostile(db[0])
-    for path in ("/", "/jobs", f"/jobs/{job_id}", "/jobs?kind=evil%3Cscript%3E"):
+    for path in (
+        "/",
+        "/jobs",
+        f"/jobs/{job_id}",
+        "/jobs?kind=evil%3Cscript%3E",
+        "/workflows",
+        "/workflows/wf_hostile",
+    ):
         browser.get(base + path)
         assert_no_script_ran(browser)
     # On its own page every field shows the markup as text.
@@ -207,7 +214,7 @@ def test_pages_refresh_themselves(browser: Any, db: tuple[str, Seeded], tmp_path
     url = f"sqlite://{tmp_path / 'refresh.sqlite3'}"
     seed_demo(url)
     with serve(create_app(database_url=url, refresh_seconds=1)) as live:
-        browser.get(live + "/jobs?state=pending")
+        browser.get(live + "/jobs?state=pending&queue=email")
         assert len(browser.find_elements(By.CSS_SELECTOR, "tr.job-row")) == 1
         client = Client(url, leader_election=False, notifications=False)
         try:
@@ -216,3 +223,22 @@ def test_pages_refresh_themselves(browser: Any, db: tuple[str, Seeded], tmp_path
             client.close()
         WebDriverWait(browser, 10).until(lambda b: len(b.find_elements(By.CSS_SELECTOR, "tr.job-row")) == 2)
         assert "late" in browser.find_element(By.ID, "jobs").text
+
+
+def test_a_workflow_graph_links_each_task_to_its_job(browser: Any, base: str) -> None:
+    browser.get(base + "/workflows")
+    browser.find_element(By.LINK_TEXT, "wf_nightly_report").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_elements(By.ID, "graph"))
+    nodes = browser.find_elements(By.CSS_SELECTOR, "#graph a.node")
+    assert [n.get_attribute("data-task") for n in nodes] == [
+        "extract",
+        "transform_orders",
+        "transform_refunds",
+        "load",
+        "notify",
+    ]
+    refunds = browser.find_element(By.CSS_SELECTOR, '#graph a.node[data-task="transform_refunds"] rect')
+    assert refunds.get_attribute("class") == "node-discarded" and refunds.size["width"] > 100
+    browser.find_element(By.CSS_SELECTOR, '#graph a.node[data-task="transform_refunds"]').click()
+    WebDriverWait(browser, 10).until(lambda b: "/jobs/" in b.current_url)
+    assert "refunds API returned 500" in browser.find_element(By.CSS_SELECTOR, ".attempt-error").text
