@@ -406,3 +406,26 @@ def test_resumable_cursor_and_sleep_behaviours(adapter: Pair) -> None:
         assert done["state"] == "completed"
     finally:
         process.call("stop")
+
+
+def test_start_fetch_only_known_kinds_and_leader_election_disabled(adapter: Pair) -> None:
+    """The start options River's Fleet leaves need (Go v0.48's FetchOnlyKnownKinds and
+    LeaderElectionDisabled): a client knowing only the peer kind works it, leaves the echo job
+    in the same queue available with no attempt used, and never writes river_leader."""
+    process, schema = adapter
+    row = schema.conn.execute(
+        "INSERT INTO river_job (args, kind, max_attempts, queue) VALUES"
+        " ('{\"behavior\":\"\",\"message\":\"peer\"}'::jsonb, 'conformance_echo_peer', 25, 'fleet')"
+        " RETURNING id").fetchone()
+    assert row is not None
+    [other] = [r["job"] for r in process.insert(echo("not mine", queue="fleet"))]
+    process.call("start", {"client_id": "fleet-peer", "queues": ["fleet"],
+                           "worker_kinds": ["conformance_echo_peer"], "fetch_only_known_kinds": True,
+                           "leader_election_disabled": True, "fetch_poll_interval_ms": 50})
+    try:
+        assert schema.wait_job(int(row[0]))["state"] == "completed"
+        left = schema.job(other["id"])
+        assert left is not None and (left["state"], left["attempt"]) == ("available", 0)
+        assert schema.conn.execute("SELECT count(*) FROM river_leader").fetchone() == (0,)
+    finally:
+        process.call("stop")
