@@ -257,9 +257,8 @@ def test_sql_claim_matches_the_pure_rule(
 def test_python_line_up_down_and_list(kind: str, request: pytest.FixtureRequest, tmp_path: Any) -> None:
     url = (str(request.getfixturevalue("scratch_pg_url")) if kind == "postgres"
            else f"sqlite://{tmp_path / 'line.sqlite3'}")
-    with Migrator(url, line="python") as early:
-        with pytest.raises(MigrationError, match="migrate the main line"):
-            early.migrate_up()
+    with Migrator(url, line="python") as early, pytest.raises(MigrationError, match="migrate the main line"):
+        early.migrate_up()
     with Migrator(url) as main_line:
         main_line.migrate_up()
     with Migrator(url, line="python") as m:
@@ -276,3 +275,12 @@ def test_python_line_up_down_and_list(kind: str, request: pytest.FixtureRequest,
         assert Executor(m.conn, m.dialect).run(ListQueueLimits()) == []
         m.migrate_up()
         assert m.get_versions() == [1]
+
+
+def test_a_limited_claim_keeps_the_asynchronous_commit_option() -> None:
+    intent = ClaimLimitedJobs(claim=ClaimJobs(queue="q", limit=1, client_id="c", asynchronous_commit=True),
+                              flow=FlowControl(ConcurrencyConfig(global_limit=1)))
+    first = next(PostgresDialect().plan(intent))
+    assert first.sql == "SET LOCAL synchronous_commit = off"
+    plain = ClaimLimitedJobs(claim=ClaimJobs(queue="q", limit=1, client_id="c"), flow=intent.flow)
+    assert "FOR UPDATE" in next(PostgresDialect().plan(plain)).sql

@@ -74,15 +74,30 @@ def _lock(d: Any, intent: ClaimLimitedJobs) -> Plan[QueueLimits]:
     return intent.flow.limits
 
 
-def _sequence_sql(d: Any) -> str:
+def _heads_sql(d: Any, b: Binder, queue: str) -> str:
+    """The ``heads`` CTE: per sequence key, the first job (lowest id) not yet finished; only it
+    may start. One pass over the queue's unfinished jobs, not one per candidate."""
     waits = ", ".join(f"'{s.value}'" for s in SEQUENCE_WAIT_STATES)
+    return f""",
+        heads AS (
+            SELECT s.metadata ->> '{SEQUENCE_KEY}' AS skey, min(s.id) AS head
+            FROM {d.prefix}river_job s
+            WHERE s.queue = {b.p(queue)}::text AND s.state IN ({waits}) AND s.metadata ? '{SEQUENCE_KEY}'
+            GROUP BY 1
+        )"""
+
+
+def _sequence_sql(d: Any) -> str:
+    """A candidate behind its sequence's head, or (when it says so) behind a discarded or
+    cancelled job of its sequence, waits."""
     return f"""
           AND NOT (j.metadata ? '{SEQUENCE_KEY}' AND EXISTS (
+              SELECT 1 FROM heads WHERE heads.skey = j.metadata ->> '{SEQUENCE_KEY}' AND heads.head < j.id))
+          AND NOT (j.metadata ? '{SEQUENCE_HALT}' AND EXISTS (
               SELECT 1 FROM {d.prefix}river_job e
-              WHERE e.queue = j.queue AND e.id < j.id
+              WHERE e.queue = j.queue AND e.id < j.id AND e.state IN ('cancelled', 'discarded')
                 AND e.metadata ->> '{SEQUENCE_KEY}' = j.metadata ->> '{SEQUENCE_KEY}'
-                AND (e.state IN ({waits}) OR (e.state IN ('cancelled', 'discarded')
-                     AND coalesce(j.metadata -> '{SEQUENCE_HALT}', '[]'::jsonb) ? e.state::text))))"""
+                AND (j.metadata -> '{SEQUENCE_HALT}') ? e.state::text))"""
 
 
 def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
@@ -91,6 +106,8 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
         return []
     if claim.max_attempted_by < 1:
         raise ValidationError("max_attempted_by must be at least 1")
+    if claim.asynchronous_commit:  # this transaction only, as the plain claim does
+        yield Statement("SET LOCAL synchronous_commit = off", (), fetch=False)
     limits = yield from _lock(d, intent)
     rate = limits.rate_allowed is not None
     now: datetime | None = claim.now
@@ -117,6 +134,8 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
                                - {b.p(limits.rate_period_ms)} * interval '1 millisecond'
             GROUP BY 1
         )""")
+    if flow.sequences:
+        sql.append(_heads_sql(d, b, claim.queue))
     full = full_conditions(limits)
     sql.append(f""",
         candidates AS (

@@ -24,7 +24,7 @@ from river_protocol.dialects.flow_common import (
     take_conditions,
     update_limits_plan,
 )
-from river_protocol.dialects.rows import SQLITE_DB_NOW
+from river_protocol.dialects.rows import SQLITE_DB_NOW, Binder
 from river_protocol.dialects.sqlite.fragments import JOB_COLUMNS, binder, job_rows, json_list, sqlite_time
 from river_protocol.dialects.sqlite.jobs import _claim_filters, claim_set_sql
 from river_protocol.errors import ValidationError
@@ -61,16 +61,33 @@ def _time(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-def _sequence_sql(d: Any) -> str:
+def _heads_sql(d: Any, b: Binder, queue: str) -> str:
+    """The ``heads`` CTE: per sequence key, the first job (lowest id) not yet finished; only it
+    may start. One pass over the queue's unfinished jobs, not one per candidate."""
     waits = ", ".join(f"'{s.value}'" for s in SEQUENCE_WAIT_STATES)
+    return f""",
+        heads AS (
+            SELECT s.metadata ->> '$."{SEQUENCE_KEY}"' AS skey, min(s.id) AS head
+            FROM {d.prefix}river_job s
+            WHERE s.queue = {b.p(queue)} AND s.state IN ({waits})
+              AND s.metadata ->> '$."{SEQUENCE_KEY}"' IS NOT NULL
+            GROUP BY 1
+        )"""
+
+
+def _sequence_sql(d: Any) -> str:
+    """A candidate behind its sequence's head, or (when it says so) behind a discarded or
+    cancelled job of its sequence, waits."""
     return f"""
           AND NOT (j.metadata ->> '$."{SEQUENCE_KEY}"' IS NOT NULL AND EXISTS (
+              SELECT 1 FROM heads
+              WHERE heads.skey = j.metadata ->> '$."{SEQUENCE_KEY}"' AND heads.head < j.id))
+          AND NOT (j.metadata ->> '$."{SEQUENCE_HALT}"' IS NOT NULL AND EXISTS (
               SELECT 1 FROM {d.prefix}river_job e
-              WHERE e.queue = j.queue AND e.id < j.id
+              WHERE e.queue = j.queue AND e.id < j.id AND e.state IN ('cancelled', 'discarded')
                 AND e.metadata ->> '$."{SEQUENCE_KEY}"' = j.metadata ->> '$."{SEQUENCE_KEY}"'
-                AND (e.state IN ({waits}) OR (e.state IN ('cancelled', 'discarded') AND EXISTS (
-                     SELECT 1 FROM json_each(j.metadata -> '$."{SEQUENCE_HALT}"') h
-                     WHERE h.value = e.state)))))"""
+                AND EXISTS (SELECT 1 FROM json_each(j.metadata -> '$."{SEQUENCE_HALT}"') h
+                            WHERE h.value = e.state)))"""
 
 
 def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
@@ -104,6 +121,8 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
             WHERE queue = {b.p(claim.queue)} AND started_at > {b.p(since)}
             GROUP BY 1
         )""")
+    if flow.sequences:
+        sql.append(_heads_sql(d, b, claim.queue))
     full = full_conditions(limits)
     sql.append(f""",
         candidates AS (
