@@ -70,6 +70,7 @@ from river_db.deadline_buckets import DeadlineBuckets
 from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
 from river_db.resumable import ResumableAttempt, raised, returned
+from river_db.start_checks import APPLIED_VERSIONS, check_schema, refuse_missing_sqlite_file
 from river_db.urls import dialect_of_url
 from river_db.waits import job_id_of, timeout_seconds, widened, workflow_id_of
 from river_protocol.admin import deliver_control_locally
@@ -259,8 +260,10 @@ async def _open_database(database: Any, schema: str | None) -> tuple[AsyncDataba
             )
         return database, False
     if isinstance(database, Path):
+        refuse_missing_sqlite_file(database)
         return await AsyncDatabase.from_sqlite_path(str(database), schema=schema), True
     if isinstance(database, str):
+        refuse_missing_sqlite_file(database)
         return await AsyncDatabase.from_url(database, schema=schema), True
     if type(database).__module__.startswith("psycopg_pool"):
         return AsyncDatabase.from_pool(database, schema=schema), False
@@ -544,7 +547,14 @@ class Client(ClientBase):
         try:
             await nursery.start(self.run)
         except BaseException as exc:
-            if not await cm.__aexit__(type(exc), exc, exc.__traceback__):
+            try:
+                if not await cm.__aexit__(type(exc), exc, exc.__traceback__):
+                    raise
+            except BaseExceptionGroup as group:
+                # run() failed before it started (a refused start): nothing else ran in this
+                # nursery, so its error is raised as itself, as a sync client's start() raises it.
+                if len(group.exceptions) == 1 and group.exceptions[0] is exc:
+                    raise exc from None
                 raise
         self._cm_nursery = cm
         return self
@@ -567,7 +577,7 @@ class Client(ClientBase):
         self._job_tasks = _JobTasks(self._spawn_job_task, backend)
         self._lifecycle.advance(ClientState.STARTING)
         try:
-            await self._ensure_db()
+            await self._check_schema(await self._ensure_db())
             if self._core.works_jobs:
                 for intent in self._core.flow_control_setup():  # limited queues need the python line
                     await self.database.run(intent)
@@ -595,6 +605,11 @@ class Client(ClientBase):
             await self._close_owned_db()
             self._finished.set()
             self._stopped.set()
+
+    async def _check_schema(self, db: AsyncDatabase) -> None:
+        """Refuse a database without River's tables, or with an older schema, before anything runs."""
+        applied = await db.run(APPLIED_VERSIONS, readonly=True)
+        check_schema(db.dialect.name, applied, self._database_arg, self.schema)
 
     def _running_backend(self) -> _backend.Backend:
         backend = _backend.current()

@@ -26,6 +26,8 @@ from river_protocol.client_core import (
 )
 from river_protocol.errors import (
     CronParseError,
+    DatabaseNotFoundError,
+    DatabaseNotMigratedError,
     DatabaseUnavailableError,
     EncodingError,
     JobNotFoundError,
@@ -84,6 +86,8 @@ __all__ = [
     "ConcurrencyConfig",
     "CronParseError",
     "Database",
+    "DatabaseNotFoundError",
+    "DatabaseNotMigratedError",
     "DatabaseUnavailableError",
     "DefaultRetryPolicy",
     "Discard",

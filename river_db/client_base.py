@@ -53,7 +53,7 @@ from river_protocol.client_core import (
     default_client_id,
 )
 from river_protocol.constants import FETCH_COOLDOWN_DEFAULT, JOB_TIMEOUT_DEFAULT, MAX_ATTEMPTS_DEFAULT
-from river_protocol.errors import RiverError
+from river_protocol.errors import DatabaseNotFoundError, RiverError
 from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
@@ -125,7 +125,13 @@ class ClientBase:
         unique_key_rules: UniqueKeyRules | str = UniqueKeyRules.V0_43,
         job_log_levels: JobLogLevels | None = None,
     ) -> None:
-        dialect = self._bind_database(database, schema)
+        missing: DatabaseNotFoundError | None = None
+        try:
+            dialect = self._bind_database(database, schema)
+        except DatabaseNotFoundError as exc:
+            # A SQLite file that is not there (river_db.start_checks): the other arguments are
+            # still checked first, so a bad one is reported as such whatever the path.
+            missing, dialect = exc, "sqlite"
         try:
             listening, self._listen_url = notifications_setting(notifications, dialect)
             config = ClientConfig(
@@ -148,9 +154,12 @@ class ClientBase:
             )
             self._rng = random.Random()
             self._core = ClientCore(config, workers, self._rng)
+            if missing is not None:
+                raise missing
             self._leadership = self._make_leadership(periodic_jobs)
         except BaseException:
-            self._unbind_database()
+            if missing is None:
+                self._unbind_database()
             raise
         self.soft_stop_timeout = soft_stop_timeout
         self.periodic_jobs: PeriodicJobs = self._leadership.periodic_jobs

@@ -113,6 +113,10 @@ def report_producer_output(queue: str, out: ProducerOutput, publish: Callable[[E
         publish(Event(EVENT_FOR_QUEUE[qe.kind], queue=qe.queue, metadata=qe.metadata))
     if out.start_error is not None:
         log.error("river: producer for queue %r failed to start: %s", queue, out.start_error)
+    retry = out.start_failure
+    if retry is not None:
+        log.warning("river: producer for queue %r failed to start (%d in a row): %s; retrying in %.1f s",
+                    queue, retry.consecutive, retry.error, retry.retry_in.total_seconds())
     failure = out.claim_failure
     if failure is not None:
         log.log(logging.WARNING if failure.repeated else logging.DEBUG,

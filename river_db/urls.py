@@ -124,6 +124,29 @@ def explain_sqlite_path(path: str) -> str:
     )
 
 
+def missing_sqlite_file(text: str) -> str | None:
+    """The path of a SQLite URL whose file does not exist (None: it exists, it is in memory, or
+    the URL is a Postgres one). Opening such a path would create an empty file with none of
+    River's tables; the CLI and the clients refuse it instead."""
+    url = parse_database_url(text)
+    if url.dialect != "sqlite" or url.in_memory or os.path.exists(url.path):
+        return None
+    return url.path
+
+
+def redact_url(text: str) -> str:
+    """``text`` with any password replaced by ``***``, for messages and logs."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if "://" not in text:
+        return text
+    parts = urlsplit(text)
+    if parts.password is None:
+        return text
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
 def postgres_conninfo(text: str) -> str:
     """The libpq connection string of a Postgres URL (the driver suffix dropped)."""
     url = parse_database_url(text)

@@ -71,3 +71,33 @@ class QueueNotFoundError(RiverError):
 class DatabaseUnavailableError(RiverError, ConnectionError):
     """The database cannot be reached: refused, dropped or shut down connections, a pool that
     got none. The underlying driver error is chained as ``__cause__``; retrying later may work."""
+
+
+class DatabaseNotMigratedError(RiverError):
+    """A client's database lacks River's tables, or holds a schema older than this client needs.
+
+    Raised by a client's start before anything runs. The message names the missing tables,
+    the versions applied and needed, and the command that fixes it (``river migrate-up``);
+    the same facts are attributes: ``missing_tables``, ``applied_versions``, ``missing_versions``
+    and ``required_version``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing_tables: tuple[str, ...] = (),
+        applied_versions: tuple[int, ...] = (),
+        missing_versions: tuple[int, ...] = (),
+        required_version: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.missing_tables = missing_tables
+        self.applied_versions = applied_versions
+        self.missing_versions = missing_versions
+        self.required_version = required_version
+
+
+class DatabaseNotFoundError(DatabaseNotMigratedError, FileNotFoundError):
+    """A SQLite file a client was pointed at does not exist: refused rather than created empty
+    (an empty file has no tables; ``river migrate-up`` creates and migrates it)."""

@@ -44,6 +44,7 @@ from river_db.deadline_buckets import EMPTIED as _EMPTIED
 from river_db.deadline_buckets import Bucket, DeadlineBuckets
 from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
+from river_db.start_checks import APPLIED_VERSIONS, check_schema, refuse_missing_sqlite_file
 from river_db.waits import job_id_of, timeout_seconds, widened, workflow_id_of
 from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
@@ -110,8 +111,10 @@ def _open_database(database: Any, schema: str | None) -> tuple[Database, bool]:
             )
         return database, False
     if isinstance(database, Path):
+        refuse_missing_sqlite_file(database)
         return Database.from_sqlite_path(str(database), schema=schema), True
     if isinstance(database, str):
+        refuse_missing_sqlite_file(database)
         return Database.from_url(database, schema=schema), True
     module = type(database).__module__
     if module.startswith("psycopg_pool"):
@@ -447,6 +450,7 @@ class Client(ClientBase):
                     raise RiverError(f"client cannot start: it is {self._lifecycle.state}")
                 self._lifecycle.advance(ClientState.STARTING)
             try:
+                self._check_schema()
                 if self._core.works_jobs:
                     self._start_runtime()
             except BaseException:
@@ -456,6 +460,11 @@ class Client(ClientBase):
                 raise
             with self._lock:
                 self._lifecycle.advance(ClientState.STARTED)
+
+    def _check_schema(self) -> None:
+        """Refuse a database without River's tables, or with an older schema, before anything runs."""
+        applied = self._db.run(APPLIED_VERSIONS, readonly=True)
+        check_schema(self._db.dialect.name, applied, self._database_arg, self.schema)
 
     def _start_runtime(self) -> None:
         for intent in self._core.flow_control_setup():  # limited queues: refuse without the python line

@@ -53,6 +53,7 @@ from river_protocol.machines.base import (
     Stop,
     Table,
     Tick,
+    exponential_backoff,
     to,
     uniform,
 )
@@ -160,12 +161,27 @@ class ClaimFailure:
 
 
 @dataclass(frozen=True, slots=True)
+class StartFailure:
+    """A start upsert that failed for a reason a retry may cure (a lost connection): the
+    producer tries again after ``retry_in``; ``consecutive`` counts the failures in a row."""
+
+    error: BaseException
+    consecutive: int
+    retry_in: timedelta
+
+
+# The start retry's back-off: 1, 2, 4 ... 32 s (±10 %), then from 1 s again.
+START_BACKOFF_RESET = 6
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerOutput(Output):
     start_jobs: tuple[JobRow, ...] = ()
     cancel_job_ids: tuple[int, ...] = ()
     queue_events: tuple[QueueEvent, ...] = ()
     acks: tuple[Any, ...] = ()  # ControlMessage acks now settled
-    start_error: BaseException | None = None
+    start_error: BaseException | None = None  # the start failed for good: the producer stopped
+    start_failure: StartFailure | None = None  # the start failed, will be retried
     claim_failure: ClaimFailure | None = None
     reconciled_job_ids: tuple[int, ...] = ()  # rows of a lost claim put back to available
     stopped: bool = False
@@ -229,8 +245,13 @@ class Producer(Machine):
     TABLE: ClassVar[Table] = {
         (_S.NEW, Start): to(_S.STARTING, via="_on_start"),
         (_S.STARTING, (_OK, UpsertQueue)): to(_S.RUNNING, via="_on_started"),
-        (_S.STARTING, (_FAIL, UpsertQueue)): to(_S.STOPPED, via="_on_start_failed"),
-        (_S.STARTING, Tick): to(_S.STARTING, via="_ignore"),
+        # Conditional: a transient failure (a lost connection) is retried after a back-off, while
+        # the client runs; any other stops the producer.
+        (_S.STARTING, (_FAIL, UpsertQueue)): to(_S.STARTING, _S.STOPPED, via="_on_start_failed"),
+        (_S.STARTING, Tick): to(_S.STARTING, via="_on_starting_tick"),
+        # The first claim follows the start upsert: it finds whatever a poke announced meanwhile
+        # (a start retried after a lost connection can take seconds).
+        **{(_S.STARTING, e): to(_S.STARTING, via="_ignore") for e in (InsertNotification, TriggerFetch)},
         # A pause or resume before the first fetch is applied over the start upsert's row.
         (_S.STARTING, ControlMessage): to(_S.STARTING, via="_on_control_starting"),
         (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
@@ -309,6 +330,8 @@ class Producer(Machine):
         self._acks_after_claim: list[Any] = []  # wait for the claim in flight when they arrived
         self._paused_before_start: bool | None = None  # a local pause/resume during the start upsert
         self._effects_start_error: BaseException | None = None
+        self._effects_start_failure: StartFailure | None = None
+        self._start_failures = 0
         self._effects_claim_failure: ClaimFailure | None = None
         self._effects_reconciled: tuple[int, ...] = ()
         self._effects_stopped = False
@@ -358,6 +381,7 @@ class Producer(Machine):
             queue_events=tuple(self._effects_queue),
             acks=tuple(self._effects_acks),
             start_error=self._effects_start_error,
+            start_failure=self._effects_start_failure,
             claim_failure=self._effects_claim_failure,
             reconciled_job_ids=self._effects_reconciled,
             stopped=self._effects_stopped,
@@ -365,6 +389,7 @@ class Producer(Machine):
         self._effects_start, self._effects_cancel, self._effects_queue = [], [], []
         self._effects_acks = []
         self._effects_start_error, self._effects_stopped = None, False
+        self._effects_start_failure = None
         self._effects_claim_failure, self._effects_reconciled = None, ()
         return out
 
@@ -392,10 +417,22 @@ class Producer(Machine):
         self._trigger(now)
 
     def _on_start_failed(self, event: IntentFailed, now: datetime) -> None:
+        self._start_failures += 1
+        if event.transient and not event.fatal:
+            wait = exponential_backoff(self._start_failures, START_BACKOFF_RESET, self._rng)
+            self._timers["start_retry"] = now + wait
+            self._effects_start_failure = StartFailure(event.error, self._start_failures, wait)
+            return
+        self._enter(_S.STOPPED)
         self._effects_start_error = event.error
         self._effects_stopped = True
 
+    def _on_starting_tick(self, event: Tick, now: datetime) -> None:
+        if self._due("start_retry", now) and self._flight_of(UpsertQueue) is None:
+            self._emit(UpsertQueue(name=self.config.queue), HOT_STATEMENT_TIMEOUT)
+
     def _on_stop_unstarted(self, event: Stop, now: datetime) -> None:
+        self._timers.clear()  # a start retry waiting: nothing more to try
         self._effects_stopped = True
 
     def _on_stop(self, event: Stop, now: datetime) -> None:

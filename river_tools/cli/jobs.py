@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from river_db.connect import open_connection
 from river_db.executor import Executor
-from river_db.urls import ENV_DATABASE_URL, dialect_of_url, explain_sqlite_path
+from river_db.urls import ENV_DATABASE_URL, dialect_of_url, explain_sqlite_path, missing_sqlite_file
 from river_db.urls import sqlite_file_path as sqlite_path
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
@@ -99,8 +99,8 @@ def open_executor(args: argparse.Namespace) -> Iterator[Executor]:
     url = database_url(args)
     dialect_name = dialect_of_url(url)
     if dialect_name == "sqlite":
-        path = sqlite_path(url)
-        if path != ":memory:" and not os.path.exists(path):
+        path = sqlite_path(url)  # an in-memory database is refused: a command needs a file
+        if missing_sqlite_file(url) is not None:
             raise CommandFailed(
                 f"no SQLite database at {explain_sqlite_path(path)}: pass --database-url "
                 f"(or set ${ENV_DATABASE_URL}), "

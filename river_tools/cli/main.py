@@ -413,15 +413,9 @@ def _one_line(exc: BaseException) -> str:
 
 def _redact(url: str) -> str:
     """The URL without a password, for error messages."""
-    from urllib.parse import urlsplit, urlunsplit
+    from river_db.urls import redact_url
 
-    if "://" not in url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return redact_url(url)
 
 
 if __name__ == "__main__":

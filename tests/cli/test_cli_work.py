@@ -387,6 +387,8 @@ def test_load_target_resolves_dotted_attributes(app_module: str) -> None:
 
 def test_build_client_calls_factories_with_accepted_overrides(app_module: str, tmp_path: Path) -> None:
     make_client = load_target(f"{app_module}:make_client")
+    with Migrator(f"sqlite://{tmp_path}/x.db") as migrator:  # a client opens no missing SQLite file
+        migrator.migrate_up()
     client = build_client(make_client, "make_client", {"database_url": f"sqlite://{tmp_path}/x.db"})
     assert isinstance(client, Client) and client.database.dialect.name == "sqlite"
     client.stop()

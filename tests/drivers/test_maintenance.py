@@ -12,7 +12,7 @@ import pytest
 
 import river_trio
 from river_protocol.errors import ValidationError
-from river_sync import Client, MaintenanceConfig, Workers
+from river_sync import Client, MaintenanceConfig, Migrator, Workers
 from tests.drivers.leader_support import FAST_QUEUE
 from tests.drivers.test_client_support import Task
 
@@ -42,8 +42,11 @@ def test_maintenance_config_retention_values() -> None:
 
 @pytest.mark.parametrize("driver", ["sync", "trio"])
 def test_rescue_after_follows_the_job_timeout(tmp_path: Any, driver: str) -> None:
+    path = str(tmp_path / "r.sqlite3")
+    with Migrator(path) as migrator:  # a client opens no missing SQLite file
+        migrator.migrate_up()
+
     def rescue_after(**kwargs: Any) -> timedelta:
-        path = str(tmp_path / "r.sqlite3")
         if driver == "trio":  # the constructor does no I/O
             return river_trio.Client(path, queues={"default": FAST_QUEUE}, workers=_workers(),
                                      **kwargs)._core.rescue_after()

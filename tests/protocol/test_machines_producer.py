@@ -302,12 +302,46 @@ def test_stop_waits_for_claim_and_jobs() -> None:
     assert out.stopped and p.state is ProducerState.STOPPED
 
 
-def test_start_failure_reports_error() -> None:
+def test_a_start_refused_for_good_reports_error_and_stops() -> None:
+    for fatal, transient in ((False, False), (True, True)):
+        p = Producer(ProducerConfig(queue="q", client_id="c", max_workers=1), FixedRng())
+        (upsert,) = p.handle(Start(), at(0)).intents
+        err = RuntimeError("relation river_queue does not exist")
+        out = p.handle(IntentFailed(upsert, err, fatal=fatal, transient=transient), at(0))
+        assert out.start_error is err and out.stopped and out.start_failure is None
+        assert p.state is ProducerState.STOPPED
+
+
+def test_a_transient_start_failure_is_retried_with_backoff_until_it_starts() -> None:
+    p = Producer(ProducerConfig(queue="q", client_id="c", max_workers=1), FixedRng(0.5))
+    (upsert,) = p.handle(Start(), at(0)).intents
+    lost = ConnectionError("connection lost")
+    out = p.handle(IntentFailed(upsert, lost), at(0))
+    assert p.state is ProducerState.STARTING and not out.stopped and out.start_error is None
+    assert out.start_failure is not None and out.start_failure.error is lost
+    assert (out.start_failure.consecutive, out.start_failure.retry_in) == (1, timedelta(seconds=1))
+    assert out.next_deadline == at(1) and not out.intents
+    assert not p.handle(Tick(), at(0.5)).intents  # not yet
+    # A poke or an insert notification meanwhile is covered by the claim that follows the start.
+    assert not p.handle(TriggerFetch(), at(0.6)).intents
+    assert not p.handle(InsertNotification("q"), at(0.7)).intents
+    (again,) = p.handle(Tick(), at(1)).intents
+    assert again == UpsertQueue(name="q")
+    out = p.handle(IntentFailed(again, lost), at(1.1))
+    assert out.start_failure is not None and out.start_failure.consecutive == 2
+    assert out.start_failure.retry_in == timedelta(seconds=2) and out.next_deadline == at(3.1)
+    (third,) = p.handle(Tick(), at(3.1)).intents
+    out = p.handle(IntentSucceeded(third, row()), at(3.2))
+    assert p.state is ProducerState.RUNNING and claim_of(out)
+
+
+def test_a_stop_while_a_start_retry_waits_stops_at_once() -> None:
     p = Producer(ProducerConfig(queue="q", client_id="c", max_workers=1), FixedRng())
     (upsert,) = p.handle(Start(), at(0)).intents
-    err = RuntimeError("down")
-    out = p.handle(IntentFailed(upsert, err), at(0))
-    assert out.start_error is err and out.stopped
+    p.handle(IntentFailed(upsert, ConnectionError("lost")), at(0))
+    out = p.handle(Stop(), at(0.2))
+    assert out.stopped and p.state is ProducerState.STOPPED and out.next_deadline is None
+    assert not p.handle(Tick(), at(5)).intents
 
 
 def test_claim_failure_allows_next_trigger_once_reconciled() -> None:

@@ -21,6 +21,7 @@ from river_sync import (
     JobCancel,
     JobDiscard,
     JobSnooze,
+    Migrator,
     WorkCancelled,
     WorkContext,
     Workers,
@@ -230,6 +231,8 @@ def test_a_given_client_lends_context_and_settings(tmp_path: Any) -> None:
         seen.append(ctx.client)
         raise RuntimeError("x")
 
+    with Migrator(str(tmp_path / "db.sqlite3")) as migrator:  # a client opens no missing file
+        migrator.migrate_up()
     with Client(str(tmp_path / "db.sqlite3"), workers=workers, max_attempts=1, client_id="me") as client:
         result = work_once(None, Task(), client=client, now=NOW)
     assert seen == [client]
