@@ -177,7 +177,7 @@ def plan_lines(url: str, exact_up_to: int | None = None) -> list[str]:
     import psycopg
 
     from river_protocol.admin import list_jobs_intent
-    from river_protocol.dashboard import OldestAvailable, count_intent, histogram_intent
+    from river_protocol.dashboard import OldestAvailable, RunningClients, count_intent, histogram_intent
     from river_protocol.intents import GetLeader
 
     now = datetime.now(UTC)
@@ -186,6 +186,7 @@ def plan_lines(url: str, exact_up_to: int | None = None) -> list[str]:
         OldestAvailable(tuple(f"q{n}" for n in range(QUEUES))),
         histogram_intent(now),
         GetLeader(),
+        RunningClients(),
         list_jobs_intent(states=["retryable"], queues=["q3"], order_by="id", descending=True, limit=50),
         list_jobs_intent(states=["discarded"], queues=["nowhere"], order_by="id", descending=True, limit=50),
         list_jobs_intent(queues=["q5"], kinds=["kind_7"], order_by="id", descending=True, limit=50),

@@ -109,6 +109,15 @@ class PeriodicJobsSeen(Intent):
     limit: int = 500
 
 
+@dataclass(frozen=True, slots=True)
+class RunningClients(Intent):
+    """Result: ``dict[client_id, running jobs]``: who works the running jobs now, by each job's
+    last ``attempted_by`` entry (River's schema records no producers; this is what the jobs
+    say), over at most ``limit`` running jobs."""
+
+    limit: int = 10_000
+
+
 def histogram_cells(rows: Iterable[Sequence[Any]]) -> tuple[HistogramCell, ...]:
     """``FinishedHistogram``'s result from its rows: (queue, state, bucket, count)."""
     return tuple(HistogramCell(str(r[0]), JobState(r[1]), int(r[2]), int(r[3])) for r in rows)

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from river_protocol.admin import JobPage
 from river_protocol.dashboard import (
@@ -20,6 +19,7 @@ from river_protocol.dashboard import (
     PeriodicJobsSeen,
     PeriodicSeen,
     QueueOverview,
+    RunningClients,
     available_queues,
     count_intent,
     histogram_intent,
@@ -50,9 +50,9 @@ class Overview:
     bucket: timedelta
     queues: list[QueueOverview]
     leader: LeaderRow | None
-    # Live producers are not recorded in River's open-source schema; a host (or a later
-    # migration line of ours) can supply them through ``create_app(producers=...)``.
-    producers: list[Mapping[str, Any]] = field(default_factory=list)
+    # River's schema records no producers: the clients working the running jobs now (each
+    # job's last attempted_by) are what the database can tell.
+    clients: Mapping[str, int] = field(default_factory=dict)
 
 
 def all_queues(client: Client) -> list[QueueRow]:
@@ -76,6 +76,7 @@ def overview(client: Client, *, now: datetime | None = None) -> Overview:
         oldest = ex.run(OldestAvailable(available_queues(counts)))
         cells = ex.run(histogram)
         leader = ex.run(GetLeader())
+        clients = ex.run(RunningClients())
     return Overview(
         now=now,
         since=histogram.since,
@@ -84,6 +85,7 @@ def overview(client: Client, *, now: datetime | None = None) -> Overview:
             queues=queues, counts=counts, oldest=oldest, cells=cells, buckets=histogram.buckets, now=now
         ),
         leader=leader if leader is not None and leader.expires_at > now else None,
+        clients=clients,
     )
 
 

@@ -62,6 +62,7 @@ def test_overview_shows_each_queue_by_state_with_pause_leader_age_and_chart(shar
     assert reports and '<span class="paused">paused</span>' in reports.group(1)
     assert PAUSED_QUEUE == "reports"
     assert LEADER_ID in page
+    assert re.search(r'<span id="clients"><code title="worker-1">worker-1</code> \(3\)</span>', page)
     assert re.search(r'<td class="age">1[0-2]m \d+s</td>', page)  # the oldest available is ~10-12 minutes old
     assert page.count('<rect class="series-completed"') > 10
     assert '<rect class="series-failed"' in page

@@ -139,3 +139,20 @@ def test_periodic_jobs_seen_are_those_river_marked_newest_first(client: Client) 
     seen = run(client, PeriodicJobsSeen(limit=10))
     assert [j.id for j in seen] == [ids[3], ids[0]]  # type: ignore[attr-defined]
     assert [j.id for j in run(client, PeriodicJobsSeen(limit=1))] == [ids[3]]  # type: ignore[attr-defined]
+
+
+def test_running_clients_are_the_last_attempted_by_of_running_jobs(client: Client) -> None:
+    from river_protocol.dashboard import RunningClients
+
+    insert_rows(
+        client,
+        [
+            FullJobRow(kind="k", state=S.RUNNING, attempt=2, attempted_by=("old-host", "host-a")),
+            FullJobRow(kind="k", state=S.RUNNING, attempt=1, attempted_by=("host-a",)),
+            FullJobRow(kind="k", state=S.RUNNING, attempt=1, attempted_by=("host-b",)),
+            FullJobRow(kind="k", state=S.RUNNING),  # no attempted_by (inserted as running by hand)
+            FullJobRow(kind="k", state=S.COMPLETED, attempt=1, attempted_by=("host-c",), finalized_at=NOW),
+        ],
+    )
+    assert run(client, RunningClients()) == {"host-a": 2, "host-b": 1}
+    assert sum(run(client, RunningClients(limit=1)).values()) <= 1  # type: ignore[attr-defined]

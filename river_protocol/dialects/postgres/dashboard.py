@@ -14,6 +14,7 @@ from river_protocol.dashboard import (
     OldestAvailable,
     PeriodicJobsSeen,
     QueueStateCount,
+    RunningClients,
     histogram_cells,
 )
 from river_protocol.dialects.base import Plan, Planner
@@ -119,6 +120,19 @@ def _finished_histogram(d: Any, intent: FinishedHistogram) -> Plan[tuple[Histogr
     return histogram_cells((yield Statement(sql, tuple(b.params))))
 
 
+def _running_clients(d: Any, intent: RunningClients) -> Plan[dict[str, int]]:
+    # The running jobs through the fetching index (state leads it), at most ``limit`` of them.
+    b = binder()
+    sql = f"""
+        SELECT client, count(*) FROM (
+            SELECT attempted_by[array_length(attempted_by, 1)] AS client FROM {d.prefix}river_job
+            WHERE state = 'running' LIMIT {b.p(intent.limit)}::bigint
+        ) running WHERE client IS NOT NULL GROUP BY client
+    """
+    rows = yield Statement(sql, tuple(b.params))
+    return {str(r[0]): int(r[1]) for r in rows}
+
+
 def _periodic_jobs_seen(d: Any, intent: PeriodicJobsSeen) -> Plan[list[JobRow]]:
     b = binder()
     sql = f"""
@@ -134,4 +148,5 @@ PLANNERS: dict[type[Intent], Planner] = {
     OldestAvailable: _oldest_available,
     FinishedHistogram: _finished_histogram,
     PeriodicJobsSeen: _periodic_jobs_seen,
+    RunningClients: _running_clients,
 }
