@@ -12,13 +12,12 @@ machine-readable object) and an exit status, 0 healthy, 1 not, with the reason:
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from river_db.connect import open_connection
 from river_db.migrator import Migrator
-from river_db.urls import explain_sqlite_path, parse_database_url
+from river_db.urls import explain_sqlite_path, missing_sqlite_file, parse_database_url
 from river_protocol.migrations import migrations_for
 from river_tools.cli.main import (
     EXIT_FAILURE,
@@ -112,8 +111,9 @@ def check_health(url: str, *, schema: str | None = None, line: str = "main",
 
 
 def _connect(parsed: Any, timeout: float) -> Any:
-    if parsed.dialect == "sqlite" and not parsed.in_memory and not os.path.exists(parsed.path):
-        raise FileNotFoundError(f"no SQLite database at {explain_sqlite_path(parsed.path)}")
+    missing = missing_sqlite_file(parsed.text)  # the clients' and the other commands' check
+    if missing is not None:
+        raise FileNotFoundError(f"no SQLite database at {explain_sqlite_path(missing)}")
     conn, _ = open_connection(parsed.text, connect_timeout=timeout)
     return conn
 
