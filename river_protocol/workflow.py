@@ -144,6 +144,9 @@ class Workflow:
             raise ValidationError(f"workflow {self.name!r} already has a task named {name!r}")
         if opts is not None and not isinstance(opts, InsertOpts):
             raise ValidationError(f"task {name!r}: opts must be InsertOpts, got {type(opts).__name__}")
+        if opts is not None and opts.unique_opts is not None and not opts.unique_opts.is_empty():
+            raise ValidationError(f"task {name!r}: unique options are not accepted on workflow tasks "
+                                  "(a duplicate would be skipped and leave its dependents waiting)")
         if opts is not None and opts.pending:
             raise ValidationError(f"task {name!r}: a workflow decides which tasks are pending; "
                                   "InsertOpts(pending=True) is not accepted")

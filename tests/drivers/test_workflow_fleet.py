@@ -19,13 +19,14 @@ def test_fleet_with_a_sigkill(scratch_pg_url: str, tmp_path: Path) -> None:
         migrator.migrate_up()
     result = run_fleet(scratch_pg_url, tmp_path, tasks=120, seed=3, kill="trio", deadline=90.0)
     assert result.tasks == 120 and result.killed == "trio"
+    assert result.rescued >= 1  # the kill landed while the victim ran a task, which ran again
 
 
 def test_random_dag_shape() -> None:
     shape = random_dag(100, random.Random(1))
     assert [name for name, _, _ in shape] == [f"t{i}" for i in range(100)]
     for i, (_, ms, deps) in enumerate(shape):
-        assert 1 <= ms <= 15 and len(deps) <= 3
+        assert 5 <= ms <= 20 and len(deps) <= 3
         assert all(i - 30 <= int(d[1:]) < i for d in deps)
     assert any(deps for _, _, deps in shape) and not shape[0][2]
 

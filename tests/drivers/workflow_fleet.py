@@ -46,12 +46,13 @@ class FleetResult:
 
 
 def random_dag(tasks: int, rng: random.Random) -> list[tuple[str, int, list[str]]]:
-    """(name, sleep ms, deps) per task: each depends on up to 3 of the 30 tasks before it."""
+    """(name, sleep ms, deps) per task: each depends on up to 3 of the 30 tasks before it. A
+    task sleeps 5-20 ms: long enough for the kill to land while the victim runs one."""
     out = []
     for i in range(tasks):
         window = list(range(max(0, i - 30), i))
         deps = rng.sample(window, k=min(len(window), rng.randint(0, 3)))
-        out.append((f"t{i}", rng.randint(1, 15), [f"t{d}" for d in sorted(deps)]))
+        out.append((f"t{i}", rng.randint(5, 20), [f"t{d}" for d in sorted(deps)]))
     return out
 
 
@@ -129,6 +130,11 @@ def run_fleet(url: str, workdir: Path, *, tasks: int, seed: int = 0, kill: str =
         while completed() < tasks // 3:
             assert time.monotonic() < end, "the fleet stalled before the kill"
             time.sleep(0.02)
+        # Kill right after the victim recorded a new start: it is running that task (5 ms or more).
+        seen = len(victim.executions())
+        while len(victim.executions()) == seen:
+            assert time.monotonic() < end, "the victim never started another task"
+            time.sleep(0.0005)
         victim.proc.send_signal(signal.SIGKILL)
         victim.proc.wait()
         while (done := completed()) < tasks:

@@ -31,6 +31,7 @@ from river_protocol.machines.workflow_promoter import (
     finalized_tasks,
 )
 from river_protocol.options import InsertOpts
+from river_protocol.unique import UniqueOpts
 from river_protocol.states import JobState
 from river_protocol.workflow import (
     DEPS,
@@ -84,6 +85,8 @@ def test_add_returns_refs_and_refuses_duplicates_and_foreign_refs() -> None:
         wf.add("", Args())
     with pytest.raises(ValidationError, match="pending=True"):
         wf.add("d", Args(), opts=InsertOpts(pending=True))
+    with pytest.raises(ValidationError, match="unique options are not accepted"):
+        wf.add("u", Args(), opts=InsertOpts(unique_opts=UniqueOpts(by_args=True)))
     with pytest.raises(ValidationError, match="a TaskRef or a task name"):
         wf.add("e", Args(), deps=[3])  # type: ignore[list-item]
     assert [t.name for t in wf.tasks] == ["a"] and len(wf) == 1
