@@ -576,10 +576,12 @@ class PromoteWorkflowTasks(Intent):
 
     Which pending tasks are looked at: those depending on one of ``finished`` ((workflow id,
     task name) pairs: the completer's promotion after its own completions), and every
-    pending task of ``workflow_ids`` (a workflow grown or retried); with neither, every
-    pending workflow task, ``limit`` of them with ids above ``after_id`` (the leader's
-    sweep, which pages on). Each update is guarded by ``state = 'pending'``, so a task
-    moves once whoever else promotes at the same time. A cancellation can make its own
+    pending task of ``workflow_ids`` (a workflow grown or retried), and every pending task
+    of a workflow with a task finalized at or after ``finished_since`` (the leader's
+    sweep between its full ones); with none of these, every pending workflow task (the
+    leader's full sweep). ``limit`` of them with ids above ``after_id``: a sweep pages on.
+    Each update is guarded by ``state = 'pending'``, so a task moves once whoever else
+    promotes at the same time. A cancellation can make its own
     dependents final: the plan goes on with the dependents of the tasks it cancelled until
     none is left to cancel. Result: ``PromotionResult``.
     """
@@ -589,10 +591,12 @@ class PromoteWorkflowTasks(Intent):
     limit: int = 1000
     after_id: int = 0
     finished: tuple[tuple[str, str], ...] | None = None
+    finished_since: datetime | None = None
 
     @property
     def sweep(self) -> bool:
-        return self.workflow_ids is None and self.finished is None
+        """Every pending workflow task (nothing narrows the candidates)."""
+        return self.workflow_ids is None and self.finished is None and self.finished_since is None
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,9 @@ def targets(intent: PromoteWorkflowTasks, candidate: Sequence[Any]) -> bool:
     """Whether a pending task (a candidate row: id, workflow id, task, attempt, deps JSON, ...)
     is one ``intent`` names: of one of its workflows, or depending on one of its finished tasks."""
     wid = str(candidate[1])
-    if intent.sweep or (intent.workflow_ids is not None and wid in intent.workflow_ids):
+    if intent.sweep or intent.finished_since is not None:  # the read named these workflows already
+        return True
+    if intent.workflow_ids is not None and wid in intent.workflow_ids:
         return True
     done = {task for w, task in intent.finished or () if w == wid}
     return bool(done) and any(dep in done for dep in _names(candidate[4]))

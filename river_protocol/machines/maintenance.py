@@ -528,21 +528,37 @@ class RescuerJob:
 
 
 class WorkflowPromoterJob:
-    """Sweeps every pending workflow task (``PromoteWorkflowTasks`` without workflow ids), a
-    page of ``batch_size`` at a time: dependents of tasks finalized by anyone (a Go worker,
-    a client that crashed before promoting, an operator) move on within one interval."""
+    """Promotes what the completers did not: dependents of tasks finalized by anyone (a Go
+    worker, a client that crashed before promoting, an operator) move on within one interval.
+
+    A full sweep (every pending workflow task, a page of ``batch_size`` at a time) runs at a
+    term's first run and every ``FULL_SWEEP_EVERY`` after; the runs between look only at the
+    workflows with a task finalized since the previous run began, less ``SINCE_MARGIN``
+    (an end is stamped before its transaction commits, and by another host's clock)."""
 
     batched = True
+    FULL_SWEEP_EVERY = timedelta(minutes=1)
+    SINCE_MARGIN = timedelta(seconds=10)
 
     def __init__(self, throttle: InsertNotifyThrottle | None = None) -> None:
         self.throttle = throttle
         self._after_id = 0
+        self._last_full: datetime | None = None
+        self._last_begin: datetime | None = None
+        self._since: datetime | None = None
 
     def begin(self, now: datetime) -> None:
         self._after_id = 0
+        due = self._last_full is None or now - self._last_full >= self.FULL_SWEEP_EVERY
+        if due or self._last_begin is None:
+            self._since, self._last_full = None, now
+        else:
+            self._since = self._last_begin - self.SINCE_MARGIN
+        self._last_begin = now
 
     def first(self, now: datetime, batch_size: int) -> Intent | None:
-        return PromoteWorkflowTasks(now=now, limit=batch_size, after_id=self._after_id)
+        return PromoteWorkflowTasks(now=now, limit=batch_size, after_id=self._after_id,
+                                    finished_since=self._since)
 
     def on_result(self, intent: Intent, result: Any, now: datetime, batch_size: int) -> Step:
         done: PromotionResult = result

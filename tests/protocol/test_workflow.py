@@ -31,8 +31,8 @@ from river_protocol.machines.workflow_promoter import (
     finalized_tasks,
 )
 from river_protocol.options import InsertOpts
-from river_protocol.unique import UniqueOpts
 from river_protocol.states import JobState
+from river_protocol.unique import UniqueOpts
 from river_protocol.workflow import (
     DEPS,
     IGNORE_CANCELLED_DEPS,
@@ -337,8 +337,15 @@ def test_leader_sweep_pages_through_pending_tasks() -> None:
     nxt = job.first(T0, 2)
     assert isinstance(nxt, PromoteWorkflowTasks) and nxt.after_id == 9
     assert not job.on_result(nxt, PromotionResult(1, 12), T0, 2).full
-    job.begin(T0)
-    assert job.first(T0, 2).after_id == 0  # type: ignore[union-attr]
+    later = T0 + timedelta(seconds=1)
+    job.begin(later)  # between full sweeps: only workflows with an end since the last run began
+    between = job.first(later, 2)
+    assert isinstance(between, PromoteWorkflowTasks) and between.after_id == 0
+    assert between.finished_since == T0 - WorkflowPromoterJob.SINCE_MARGIN and not between.sweep
+    full = T0 + WorkflowPromoterJob.FULL_SWEEP_EVERY
+    job.begin(full)
+    again = job.first(full, 2)
+    assert isinstance(again, PromoteWorkflowTasks) and again.sweep
     service = workflow_promoter(random.Random(1), interval=timedelta(seconds=1), stagger=False)
     assert service.name == "workflow_promoter"
 

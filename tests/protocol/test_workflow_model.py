@@ -14,10 +14,11 @@ between statements (its generator is dropped). The claims checked:
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -43,6 +44,15 @@ class Task:
     state: JobState
     promotions: int = 0
     runs: int = 0
+    final_at: datetime | None = None  # when it last became final (a model time)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "state" and value.finalized:
+            object.__setattr__(self, "final_at", NOW + timedelta(microseconds=next(_TICKS)))
+
+
+_TICKS = itertools.count(1)  # model time: every end is later than the ones before
 
 
 @dataclass
@@ -73,6 +83,10 @@ class Table:
             deps = [self.tasks[d] for d in task.deps]
             candidate = (task.id, task.workflow, self.name(task.id), 0, names(deps))
             if not targets(intent, candidate):
+                continue
+            since = intent.finished_since
+            if since is not None and not any(t.workflow == task.workflow and t.final_at is not None
+                                             and t.final_at >= since for t in self.tasks.values()):
                 continue
             rows.append((
                 task.id, task.workflow, self.name(task.id), 0, names(deps),
@@ -155,6 +169,9 @@ def test_promotion_model(table: Table, data: st.DataObject) -> None:
         nonlocal serial
         if kind == "sweep":
             intent = PromoteWorkflowTasks(now=NOW, limit=3)
+        elif kind == "since":  # the leader's run between full sweeps: ends of the last few ticks
+            recent = max((t.final_at for t in table.tasks.values() if t.final_at), default=NOW)
+            intent = PromoteWorkflowTasks(now=NOW, limit=3, finished_since=recent - timedelta(microseconds=2))
         elif kind == "workflows":
             intent = PromoteWorkflowTasks(now=NOW, workflow_ids=workflows, limit=3)
         else:  # a completer's: the dependents of some tasks that ended
@@ -170,7 +187,7 @@ def test_promotion_model(table: Table, data: st.DataObject) -> None:
     for _ in range(data.draw(st.integers(0, 60))):
         action = data.draw(st.sampled_from(ACTIONS))
         if action == "start_promoter" and len(promoters) < 3:
-            launch(data.draw(st.sampled_from(("sweep", "workflows", "finished"))))
+            launch(data.draw(st.sampled_from(("sweep", "since", "workflows", "finished"))))
         elif action == "step_promoter" and promoters:
             advance(data.draw(st.sampled_from(sorted(promoters))))
         elif action == "crash_promoter" and promoters:

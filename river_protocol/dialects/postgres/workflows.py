@@ -65,6 +65,14 @@ def _select(d: Any, intent: PromoteWorkflowTasks) -> Plan[list[tuple[Any, ...]]]
                 f"{b.p([t for _, t in pairs])}::text[]) AS f(wid, task) "
                 f"JOIN {d.prefix}river_job j3 ON j3.metadata @> jsonb_build_object("
                 f"'{WORKFLOW_ID}', f.wid, '{DEPS}', jsonb_build_array(f.task)) WHERE j3.state = 'pending'")
+        if intent.finished_since is not None:
+            # River's (state, finalized_at) index finds the recent ends.
+            named.append(
+                f"SELECT j4.id FROM {d.prefix}river_job j4 WHERE j4.state = 'pending' "
+                f"AND j4.metadata ->> '{WORKFLOW_ID}' IN (SELECT f.metadata ->> '{WORKFLOW_ID}' "
+                f"FROM {d.prefix}river_job f WHERE f.state IN ('completed', 'cancelled', 'discarded') "
+                f"AND f.finalized_at >= {b.p(intent.finished_since)}::timestamptz "
+                f"AND f.metadata ? '{WORKFLOW_ID}')")
         where = f"j.id IN ({' UNION '.join(named) or 'SELECT NULL::bigint'})"
     candidates = yield Statement(f"""
         SELECT j.id, j.metadata ->> '{WORKFLOW_ID}', j.metadata ->> '{TASK}', j.attempt,

@@ -66,7 +66,13 @@ def _select(d: Any, intent: PromoteWorkflowTasks) -> Plan[list[tuple[Any, ...]]]
     where = f"state = 'pending' AND {_key('', WORKFLOW_ID)} IS NOT NULL AND id > {b.p(intent.after_id)}"
     if not intent.sweep:
         wids = sorted({*(intent.workflow_ids or ()), *(w for w, _ in intent.finished or ())})
-        where += f" AND {_key('', WORKFLOW_ID)} IN (SELECT value FROM json_each({b.p(json_list(wids))}))"
+        among = [f"SELECT value FROM json_each({b.p(json_list(wids))})"]
+        if intent.finished_since is not None:
+            among.append(f"SELECT {_key('f', WORKFLOW_ID)} FROM {d.prefix}river_job f "
+                         "WHERE f.state IN ('completed', 'cancelled', 'discarded') "
+                         f"AND f.finalized_at >= {b.p(sqlite_time(intent.finished_since))} "
+                         f"AND {_key('f', WORKFLOW_ID)} IS NOT NULL")
+        where += f" AND {_key('', WORKFLOW_ID)} IN ({' UNION '.join(among)})"
     deps = (f"CASE WHEN json_type(metadata, '$.\"{DEPS}\"') = 'array' "
             f"THEN json_extract(metadata, '$.\"{DEPS}\"') ELSE '[]' END")
     found = yield Statement(f"""
@@ -75,7 +81,8 @@ def _select(d: Any, intent: PromoteWorkflowTasks) -> Plan[list[tuple[Any, ...]]]
                coalesce({_key('', IGNORE_DISCARDED_DEPS)}, 0) = 1
         FROM {d.prefix}river_job WHERE {where}
         ORDER BY id
-    """ + (f" LIMIT {limit_param(b, intent.limit)}" if intent.sweep else ""), tuple(b.params))
+    """ + (f" LIMIT {limit_param(b, intent.limit)}" if intent.sweep or intent.finished_since else ""),
+        tuple(b.params))
     candidates = [c for c in found if targets(intent, c)][:intent.limit]
     if not candidates:
         return []
