@@ -34,7 +34,14 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from river_protocol.dashboard import EXACT_COUNT_LIMIT, STATE_ORDER, StateCount, pretty_json
-from river_protocol.errors import JobNotFoundError, QueueNotFoundError, RiverError, ValidationError
+from river_protocol.errors import (
+    DatabaseNotMigratedError,
+    DatabaseUnavailableError,
+    JobNotFoundError,
+    QueueNotFoundError,
+    RiverError,
+    ValidationError,
+)
 from river_protocol.metadata_keys import OUTPUT
 from river_sync import Client
 from river_ui import data
@@ -419,6 +426,40 @@ async def workflow_action(request: Request) -> Response:
     return _back(request, form, "workflows", msg=f"{past} {len(rows)} task{'s' if len(rows) != 1 else ''}")
 
 
+async def database_error(request: Request, exc: Exception) -> Response:
+    """The database is missing, unreachable or not migrated: say so on a page, with status 503."""
+    log.warning("river_ui: the database failed a request for %s: %s", request.url.path, exc)
+    text = " ".join(str(exc).split())
+    missing_tables = "no such table" in text or ("relation" in text and "does not exist" in text)
+    hint = (
+        "River's tables are not there: migrate first (river migrate-up --database-url URL)."
+        if (missing_tables)
+        else ""
+    )
+    return dashboard(request).render(request, "error.html", {"problem": text, "hint": hint}, status_code=503)
+
+
+def _database_errors() -> tuple[type[Exception], ...]:
+    """What a page may raise when the database fails: ours and the drivers' own."""
+    import sqlite3
+
+    import psycopg
+
+    kinds: list[type[Exception]] = [
+        DatabaseUnavailableError,
+        DatabaseNotMigratedError,
+        psycopg.Error,
+        sqlite3.Error,
+    ]
+    try:
+        from sqlean import dbapi2  # type: ignore[import-untyped]  # river_db's SQLite when the stdlib's is old
+    except ImportError:
+        pass
+    else:
+        kinds.append(dbapi2.Error)
+    return tuple(kinds)
+
+
 async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     return PlainTextResponse(str(exc.detail), status_code=exc.status_code, headers=exc.headers)
@@ -512,7 +553,7 @@ def create_app(
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(SecurityHeaders), Middleware(RequireAuth, auth=auth)],
-        exception_handlers={HTTPException: http_error},
+        exception_handlers={HTTPException: http_error, **dict.fromkeys(_database_errors(), database_error)},
     )
     app.state.river_ui = ui
     return app

@@ -448,3 +448,24 @@ def test_the_flow_control_page_shows_limits_and_use(shared_web: TestClient) -> N
     ]
     assert cells[1:4] == ["1", "10", "2"]  # running, global, local
     assert "100 per 1m 0s" in rows["reports"]
+
+
+def test_a_database_that_fails_gets_a_page_saying_so(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import sqlite3
+
+    from river_ui.testing import free_port
+
+    unmigrated = tmp_path / "unmigrated.sqlite3"
+    sqlite3.connect(unmigrated).close()
+    cases = {
+        f"sqlite://{unmigrated}": "river migrate-up",
+        f"sqlite://{tmp_path / 'missing.sqlite3'}": "no SQLite database at",
+        f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere": "the database is unavailable",
+    }
+    for url, says in cases.items():
+        with TestClient(create_app(database_url=url)) as web:
+            for path in ("/", "/jobs", "/workflows"):
+                response = web.get(path)
+                assert response.status_code == 503, (url, path)
+                assert says in response.text and 'id="database-error"' in response.text, (url, path)
+                assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
