@@ -848,3 +848,18 @@ def test_metrics_port_without_prometheus_client_names_the_extra(
     monkeypatch.setitem(sys.modules, "river_prometheus", None)  # as if prometheus_client were missing
     assert main(["work", f"{app_module}:client", "--metrics-port", "0"]) == 2
     assert "pip install 'river-python[prometheus]'" in capsys.readouterr().err
+
+
+def test_an_unmigrated_or_missing_database_is_one_line_naming_the_fix(
+    app_module: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    assert main(["work", f"{app_module}:make_client", "--database-url", f"sqlite://{empty}"]) == 1
+    err = capsys.readouterr().err
+    assert "river work: error: River's tables are missing" in err and "Traceback" not in err
+    assert f"Run `river migrate-up --database-url sqlite://{empty}`" in err
+    missing = tmp_path / "missing.sqlite3"
+    assert main(["work", f"{app_module}:make_client", "--database-url", f"sqlite://{missing}"]) == 1
+    err = capsys.readouterr().err
+    assert f"river work: error: no SQLite database at {missing}" in err and not missing.exists()
