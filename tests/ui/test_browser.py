@@ -242,3 +242,27 @@ def test_a_workflow_graph_links_each_task_to_its_job(browser: Any, base: str) ->
     browser.find_element(By.CSS_SELECTOR, '#graph a.node[data-task="transform_refunds"]').click()
     WebDriverWait(browser, 10).until(lambda b: "/jobs/" in b.current_url)
     assert "refunds API returned 500" in browser.find_element(By.CSS_SELECTOR, ".attempt-error").text
+
+
+def test_no_page_breaks_its_own_content_security_policy(
+    browser: Any, base: str, db: tuple[str, Seeded]
+) -> None:
+    browser.get_log("browser")  # drop what earlier tests left
+    job_id = db[1].ids[S.RETRYABLE][0]
+    for path in (
+        "/",
+        "/jobs",
+        f"/jobs/{job_id}",
+        "/periodic",
+        "/workflows",
+        "/workflows/wf_signup_42",
+        "/limits",
+    ):
+        browser.get(base + path)
+        assert browser.execute_script("return getComputedStyle(document.body).marginTop") == "0px", (
+            path
+        )  # CSS on
+    problems = [
+        entry["message"] for entry in browser.get_log("browser") if entry["level"] in ("SEVERE", "WARNING")
+    ]
+    assert problems == []
