@@ -4,6 +4,11 @@
 generated for threads; ``river_trio`` and ``river_asyncio`` export the same
 objects and add their own ``Client`` (bound to their event loop) and
 ``testing``, so the packages cannot drift apart.
+
+One outcome vocabulary is documented: the raised one, Go's (``JobSnooze``,
+``JobCancel``, ``JobDiscard``). The returned outcomes (``return Snooze(delay)``:
+``Cancel``, ``Completed``, ``Discard``, ``Failed``, ``Snooze``, ``WorkOutcome``)
+stay importable from every client package, outside ``__all__``.
 """
 
 from river_async.context import CancellationToken, WorkContext
@@ -49,12 +54,17 @@ from river_protocol.job import AttemptError, JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState
 from river_protocol.options import InsertOpts
-from river_protocol.outcomes import Cancel, Completed, Discard, Failed, Snooze
+from river_protocol.outcomes import Cancel as Cancel
+from river_protocol.outcomes import Completed as Completed
+from river_protocol.outcomes import Discard as Discard
+from river_protocol.outcomes import Failed as Failed
+from river_protocol.outcomes import Snooze as Snooze
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.run_log import NO_LOG, JobLogLevels
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts
-from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled, WorkOutcome
+from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled
+from river_protocol.work import WorkOutcome as WorkOutcome
 from river_protocol.workers import Workers
 from river_protocol.workflow import (
     TaskRef,
@@ -77,12 +87,10 @@ else:
 __all__ = [
     "NO_LOG",
     "AttemptError",
-    "Cancel",
     "CancelCause",
     "CancellationToken",
     "ClientState",
     "ClientStats",
-    "Completed",
     "ConcurrencyConfig",
     "CronParseError",
     "Database",
@@ -90,11 +98,9 @@ __all__ = [
     "DatabaseNotMigratedError",
     "DatabaseUnavailableError",
     "DefaultRetryPolicy",
-    "Discard",
     "EncodingError",
     "Event",
     "EventKind",
-    "Failed",
     "InsertManyParams",
     "InsertOpts",
     "InsertResult",
@@ -124,7 +130,6 @@ __all__ = [
     "RetryPolicy",
     "RiverError",
     "SequenceOpts",
-    "Snooze",
     "Subscription",
     "SubscriptionTimeoutError",
     "TagFilter",
@@ -135,7 +140,6 @@ __all__ = [
     "WaitTimeoutError",
     "WorkCancelled",
     "WorkContext",
-    "WorkOutcome",
     "Workers",
     "Workflow",
     "WorkflowInsertResult",

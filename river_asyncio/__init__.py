@@ -11,5 +11,11 @@ from river_async import __version__  # noqa: F401  (re-exported)
 from river_async.exports import *  # noqa: F403  (the shared names; their list is river_async.exports)
 from river_async.exports import __all__ as _shared
 from river_asyncio.client import Client  # noqa: F401  (in __all__)
+from river_protocol.outcomes import Cancel as Cancel  # outside __all__: see river_async.exports
+from river_protocol.outcomes import Completed as Completed
+from river_protocol.outcomes import Discard as Discard
+from river_protocol.outcomes import Failed as Failed
+from river_protocol.outcomes import Snooze as Snooze
+from river_protocol.work import WorkOutcome as WorkOutcome
 
 __all__ = sorted([*_shared, "Client"])

@@ -105,3 +105,18 @@ def test_async_drivers_carry_a_version_and_their_event_loop(driver: Any) -> None
 
     assert driver.__version__ == river_async.__version__ and driver.__version__
     assert driver.__name__.removeprefix("river_") == driver.Client.ANYIO_BACKEND
+
+
+@pytest.mark.parametrize("driver", [river_sync, river_trio, river_asyncio], ids=lambda m: m.__name__)
+def test_one_outcome_vocabulary_is_documented_and_the_other_still_imports(driver: Any) -> None:
+    # Go's raised vocabulary is the documented one; the returned outcomes stay importable.
+    from river_protocol import outcomes, work
+
+    for name in ("JobSnooze", "JobCancel", "JobDiscard"):
+        assert name in driver.__all__ and getattr(driver, name) is getattr(work, name)
+    for name in ("Cancel", "Completed", "Discard", "Failed", "Snooze"):
+        assert name not in driver.__all__ and getattr(driver, name) is getattr(outcomes, name), name
+    assert "WorkOutcome" not in driver.__all__ and driver.WorkOutcome is work.WorkOutcome
+    namespace: dict[str, Any] = {}
+    exec(f"from {driver.__name__} import Snooze, WorkOutcome", namespace)
+    assert namespace["Snooze"] is outcomes.Snooze
