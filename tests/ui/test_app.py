@@ -469,3 +469,17 @@ def test_a_database_that_fails_gets_a_page_saying_so(tmp_path) -> None:  # type:
                 assert response.status_code == 503, (url, path)
                 assert says in response.text and 'id="database-error"' in response.text, (url, path)
                 assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+
+
+def test_the_hosts_own_client_serves_and_stays_open(shared: tuple[str, Seeded]) -> None:
+    from river_protocol.errors import ValidationError
+
+    client = Client(shared[0], leader_election=False, notifications=False)
+    try:
+        with TestClient(create_app(client=client)) as web:
+            assert web.get("/jobs?state=retryable").text.count("job-row") == 1
+        assert client.jobs.get(shared[1].ids[JobState.RETRYABLE][0]).state is JobState.RETRYABLE  # still open
+        with pytest.raises(ValidationError, match="exactly one"):
+            create_app(client=client, database_url=shared[0])
+    finally:
+        client.close()
