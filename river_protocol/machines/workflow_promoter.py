@@ -1,9 +1,12 @@
 """The completer's promoter: right after this client recorded the end of workflow
 tasks, move on their dependents (``PromoteWorkflowTasks`` for those workflows).
 
-One promotion runs at a time; workflows finalized meanwhile wait in a set and
-go together in the next one, so a burst of completions costs a few promotions,
-not one each. A failed promotion is not retried here: the leader's sweep
+One promotion runs at a time; tasks finalized meanwhile wait in a set and go
+together in the next one, so a burst of completions costs a few promotions, not
+one each. A promotion that looked at pending tasks and moved none (a wide fan-in
+whose deps are still running: each look reads all of them) holds the next one
+back, 5 ms doubling to ``MAX_HOLD`` (100 ms); one that moves a task releases it.
+A failed promotion is not retried here: the leader's sweep
 (``WorkflowPromoterJob``) promotes whatever any client, Go included, finalized.
 """
 
@@ -35,6 +38,8 @@ from river_protocol.machines.throttle import InsertNotifyThrottle
 from river_protocol.workflow import TASK, WORKFLOW_ID
 
 PROMOTION_TIMEOUT = timedelta(seconds=30)
+FIRST_HOLD = timedelta(milliseconds=5)
+MAX_HOLD = timedelta(milliseconds=100)
 
 
 def finalized_tasks(jobs: Iterable[JobRow]) -> tuple[tuple[str, str], ...]:
@@ -92,7 +97,9 @@ class WorkflowPromoter(Machine):
         **{(s, (r, Notify)): to(s, via="_ignore") for s in _S for r in (_OK, _FAIL)},
         **{(s, (r, PromoteWorkflowTasks)): to(s, via="_ignore") for s in (_S.IDLE, _S.STOPPED)
            for r in (_OK, _FAIL)},
-        **{(s, Tick): to(s, via="_ignore") for s in _S},
+        (_S.IDLE, Tick): to(_S.IDLE, _S.BUSY, via="_on_tick"),
+        (_S.BUSY, Tick): to(_S.BUSY, via="_ignore"),
+        (_S.STOPPED, Tick): to(_S.STOPPED, via="_ignore"),
         **{(s, Stop): to(_S.STOPPED, via="_on_stop") for s in _S},
         (_S.STOPPED, TasksFinalized): to(_S.STOPPED, via="_ignore"),
     }
@@ -108,6 +115,7 @@ class WorkflowPromoter(Machine):
         self._queues: tuple[str, ...] = ()
         self._result: PromotionResult | None = None
         self._error: BaseException | None = None
+        self._hold = timedelta(0)  # how long a promotion that moved nothing holds the next back
 
     def handle(self, event: Event, now: datetime) -> PromoterOutput:
         out: PromoterOutput = super().handle(event, now)
@@ -124,7 +132,15 @@ class WorkflowPromoter(Machine):
         if self._flight_of(PromoteWorkflowTasks) is None:  # else it goes with the next promotion
             self._send(now)
 
+    def _on_tick(self, event: Tick, now: datetime) -> None:
+        self._send(now)
+
     def _send(self, now: datetime) -> None:
+        held = self._timers.get("hold")
+        if held is not None and held > now:
+            self._enter(_S.IDLE)  # the timer's tick sends what waits
+            return
+        self._timers.pop("hold", None)
         if not self._tasks and not self._workflows:
             self._enter(_S.IDLE)
             return
@@ -146,6 +162,11 @@ class WorkflowPromoter(Machine):
         else:
             result: PromotionResult = event.result
             self._result = result
+            if result.examined and not result.promoted and not result.cancelled:
+                self._hold = min(max(self._hold * 2, FIRST_HOLD), MAX_HOLD)
+                self._timers["hold"] = now + self._hold
+            else:
+                self._hold = timedelta(0)
             queues = tuple(dict.fromkeys(q for _, q in result.promoted))
             self._queues = queues
             notify = self._throttle.notify_for_queues(queues, now)
@@ -155,3 +176,4 @@ class WorkflowPromoter(Machine):
 
     def _on_stop(self, event: Stop, now: datetime) -> None:
         self._tasks, self._workflows = {}, {}
+        self._timers.clear()

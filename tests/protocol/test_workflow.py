@@ -391,3 +391,31 @@ def test_an_announcing_promoter_names_the_workflows_after_each_promotion() -> No
     assert not core.make_workflow_promoter()._announce
     pg = ClientCore(ClientConfig(client_id="c", dialect="postgres"), None, random.Random(1))
     assert pg.make_workflow_promoter()._announce
+
+
+def test_a_promotion_that_moved_nothing_holds_the_next_back() -> None:
+    from river_protocol.machines.base import Tick
+    from river_protocol.machines.workflow_promoter import FIRST_HOLD, MAX_HOLD
+
+    m = WorkflowPromoter(timedelta(milliseconds=100))
+    (first,) = m.handle(TasksFinalized(tasks=(("w", "p1"),)), T0).intents
+    m.handle(TasksFinalized(tasks=(("w", "p2"),)), T0)
+    out = m.handle(IntentSucceeded(first, PromotionResult(1, 9)), T0)  # looked at the fan-in, moved nothing
+    assert out.intents == () and out.next_deadline == T0 + FIRST_HOLD and m.state is PromoterState.IDLE
+    assert m.handle(TasksFinalized(tasks=(("w", "p3"),)), T0).intents == ()  # still held
+    (second,) = m.handle(Tick(), T0 + FIRST_HOLD).intents
+    assert isinstance(second, PromoteWorkflowTasks) and second.finished == (("w", "p2"), ("w", "p3"))
+    out = m.handle(IntentSucceeded(second, PromotionResult(1, 9)), T0)
+    assert out.next_deadline == T0 + 2 * FIRST_HOLD  # doubles
+    at = T0
+    for _ in range(10):
+        at += MAX_HOLD  # the hold is over: the next end goes at once
+        (nxt,) = m.handle(TasksFinalized(tasks=(("w", "p4"),)), at).intents
+        out = m.handle(IntentSucceeded(nxt, PromotionResult(1, 9)), at)
+    assert out.next_deadline == at + MAX_HOLD  # capped
+    later = T0 + timedelta(seconds=2)
+    (moving,) = m.handle(TasksFinalized(tasks=(("w", "p5"),)), later).intents
+    m.handle(IntentSucceeded(moving, PromotionResult(1, 9, ((9, "q"),))), later)  # moved one: released
+    (free,) = m.handle(TasksFinalized(tasks=(("w", "p6"),)), later).intents
+    m.handle(IntentSucceeded(free, PromotionResult(0, 0)), later)  # looked at nothing: no hold
+    assert len(m.handle(TasksFinalized(tasks=(("w", "p7"),)), later).intents) == 1
