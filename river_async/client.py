@@ -58,6 +58,7 @@ from river_async.database import AsyncDatabase
 from river_async.events import EventHub, Subscription
 from river_async.leadership import LeaderDriver
 from river_async.notifier import NotifierProtocol, NullNotifier, notifier_for
+from river_async.resumable import resumable_middleware
 from river_async.runner import MachineRunner, utcnow
 from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
@@ -286,20 +287,6 @@ async def _maybe_await(value: Any) -> Any:
     if value is not None and inspect.isawaitable(value):  # None first: most jobs return it
         return await value
     return value
-
-
-async def resumable_middleware(ctx: WorkContext, args: Any, call_next: CallNext) -> Any:
-    """Outermost middleware: records step progress when an attempt doesn't succeed."""
-    if ResumableAttempt.quick(ctx):
-        try:
-            result = await call_next(ctx, args)
-        except BaseException:
-            if ctx._resumable_state is not None:
-                raised(ctx)
-            raise
-        return returned(ctx, result)
-    with ResumableAttempt(ctx) as attempt:
-        return attempt.returned(await call_next(ctx, args))
 
 
 async def _resumable_only(ctx: WorkContext, args: Any) -> Any:

@@ -18,8 +18,8 @@ from river_async.client import (
     MaintenanceConfig,
     QueueConfig,
     is_async_worker,
-    resumable_middleware,
 )
+from river_async.resumable import resumable_middleware
 
 
 class Client(_shared.Client):

@@ -41,6 +41,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("river_async/events.py", "river_sync/events.py"),
     ("river_async/exports.py", "river_sync/__init__.py"),
     ("river_async/leadership.py", "river_sync/leadership.py"),
+    ("river_async/resumable.py", "river_sync/resumable.py"),
     ("river_async/transactions.py", "river_sync/transactions.py"),
     ("river_async/testing/__init__.py", "river_sync/testing/__init__.py"),
     ("river_async/testing/assertions.py", "river_sync/testing/assertions.py"),
