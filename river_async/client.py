@@ -979,7 +979,24 @@ class Client(ClientBase):
             return
         runner = self._producer_runner(name, producer)
         self._producers[name] = runner
-        self._nursery.start_soon(runner.run, self._core.producer_start())
+        setup = self._core.flow_control_setup({name: config})
+        if setup:
+            self._nursery.start_soon(self._run_limited_producer, name, runner, setup)
+        else:
+            self._nursery.start_soon(runner.run, self._core.producer_start())
+
+    async def _run_limited_producer(self, name: str, runner: MachineRunner, setup: Sequence[Any]) -> None:
+        """A queue with flow control added to a running client: its limits first, as at start."""
+        try:
+            for intent in setup:
+                await self.database.run(intent)
+        except RiverError as exc:
+            log.error("river: queue %r was not started: %s", name, exc)
+            if self._producers.get(name) is runner:  # not worked: as if never added
+                del self._producers[name]
+                self._core.remove_queue(name)
+            return
+        await runner.run(self._core.producer_start())
 
     async def _remove_queue(self, name: str, timeout: float | None) -> None:
         if name not in self._core.queues:

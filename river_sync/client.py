@@ -756,6 +756,14 @@ class Client(ClientBase):
             )
             self._producers[name] = runner
             if started:  # otherwise start() starts it with the others
+                try:  # a queue with flow control: its limits first, as at start
+                    for intent in self._core.flow_control_setup({name: config}):
+                        self._db.run(intent)
+                except RiverError as exc:
+                    log.error("river: queue %r was not started: %s", name, exc)
+                    del self._producers[name]  # not worked: as if never added
+                    self._core.remove_queue(name)
+                    return
                 runner.start(self._core.producer_start())
 
     def _remove_queue(self, name: str, timeout: float | None) -> None:

@@ -65,11 +65,18 @@ class Meter:
 
 
 def test_limited_queue_refuses_to_start_without_the_python_line(h: Harness, client_db_url: str) -> None:
+    _no_python_line(client_db_url)
     meter = Meter()
     client = fast_client(h, client_db_url, h.workers(meter.work, Call, threaded=True),
                          queues={"default": LIMITED})
     with pytest.raises(MigrationError, match=r"`river migrate-up --line python`"):
         client.start()
+
+
+def _no_python_line(url: str) -> None:
+    """Without the python line (on Postgres another test of the module may have applied it)."""
+    with Migrator(url, line="python") as m:
+        m.migrate_down(target_version=-1)
 
 
 def _python_line(url: str) -> None:
@@ -181,3 +188,25 @@ def _start_times(url: str) -> list[datetime]:
         return [t for (value,) in cur.fetchall() if (t := _stored_time(value)) is not None]
     finally:
         conn.close()
+
+
+def test_a_limited_queue_added_at_runtime_writes_its_limits_or_is_not_started(
+    h: Harness, client_db_url: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    _no_python_line(client_db_url)
+    meter = Meter()
+    client = fast_client(h, client_db_url, h.workers(meter.work, Call, threaded=True))
+    with client:
+        client.queues.add("limited", LIMITED)  # no python line yet
+        _wait(lambda: "was not started" in caplog.text)
+        assert "river migrate-up --line python" in caplog.text
+        assert "limited" not in client.queues.worked()
+    _python_line(client_db_url)
+    client = fast_client(h, client_db_url, h.workers(meter.work, Call, threaded=True))
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with client:
+        client.queues.add("limited", LIMITED)
+        job = client.insert(Call(customer=1), InsertOpts(queue="limited")).job
+        wait_for_all(sub, [job.id])
+        (status,) = client.queues.flow_status()
+        assert (status.queue, status.limits) == ("limited", QueueLimits(global_limit=2))
