@@ -68,6 +68,8 @@ class QueueStateCount:
     state: JobState
     count: int
     estimated: bool = False  # the planner's estimate, not a count (above ``exact_up_to``)
+    # The estimate was below what was counted (stale statistics): ``count`` is only a floor.
+    at_least: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +149,7 @@ def count_intent(exact_up_to: int = EXACT_COUNT_LIMIT) -> CountJobsByQueue:
 class StateCount:
     count: int
     estimated: bool = False
+    at_least: bool = False  # more than ``count - 1``; the statistics could not say how many
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +188,7 @@ def queue_overviews(
     rows = {q.name: q for q in queues}
     states: dict[str, dict[JobState, StateCount]] = {}
     for c in counts:
-        states.setdefault(c.queue, {})[c.state] = StateCount(c.count, c.estimated)
+        states.setdefault(c.queue, {})[c.state] = StateCount(c.count, c.estimated, c.at_least)
     series: dict[str, dict[str, list[int]]] = {}
     for cell in cells:
         name = _SERIES_OF.get(cell.state)

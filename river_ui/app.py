@@ -201,6 +201,8 @@ def short_time(value: datetime | None) -> str:
 
 def format_count(value: StateCount | int) -> str:
     if isinstance(value, StateCount):
+        if value.at_least:
+            return f"> {value.count - 1:,}"
         return ("≈ " if value.estimated else "") + f"{value.count:,}"
     return f"{value:,}"
 

@@ -51,6 +51,7 @@ def test_queue_overviews_merge_queue_rows_counts_ages_and_series() -> None:
         QueueStateCount("email", S.AVAILABLE, 3),
         QueueStateCount("bulk", S.COMPLETED, 250_000, estimated=True),
         QueueStateCount("bulk", S.AVAILABLE, 7),
+        QueueStateCount("bulk", S.SCHEDULED, 1001, estimated=True, at_least=True),
     ]
     cells = [
         HistogramCell("bulk", S.COMPLETED, 0, 5),
@@ -70,7 +71,8 @@ def test_queue_overviews_merge_queue_rows_counts_ages_and_series() -> None:
     assert email.series == {name: (0, 0, 0) for name in SERIES}
     assert not bulk.registered and not bulk.paused
     assert bulk.states[S.COMPLETED] == StateCount(250_000, estimated=True)
-    assert bulk.total == StateCount(250_007, estimated=True)
+    assert bulk.states[S.SCHEDULED] == StateCount(1001, estimated=True, at_least=True)
+    assert bulk.total == StateCount(251_008, estimated=True)
     assert bulk.oldest_available_age == timedelta(seconds=90)
     assert bulk.series == {"completed": (5, 0, 0), "failed": (0, 3, 0), "cancelled": (0, 0, 4)}
 

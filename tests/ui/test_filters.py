@@ -39,3 +39,4 @@ def test_counts_group_thousands_and_mark_estimates() -> None:
     assert format_count(1234567) == "1,234,567"
     assert format_count(StateCount(999)) == "999"
     assert format_count(StateCount(412_300, estimated=True)) == "≈ 412,300"
+    assert format_count(StateCount(1001, estimated=True, at_least=True)) == "> 1,000"

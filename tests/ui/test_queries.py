@@ -63,10 +63,12 @@ def test_counts_per_queue_and_state_are_exact_up_to_the_limit(client: Client) ->
         # Above the limit: the planner's estimate, marked as such, never below what was counted.
         big = capped[("big", S.COMPLETED)]
         assert big.estimated and big.count >= 6
+        assert big.at_least == (big.count == 6)  # statistics not yet gathered: only the floor is known
         with client.database.executor() as ex:
             ex.execute(Statement("ANALYZE river_job", fetch=False))
         analysed = {(c.queue, c.state): c for c in run(client, CountJobsByQueue(exact_up_to=5))}  # type: ignore[attr-defined]
         assert analysed[("big", S.COMPLETED)].estimated and 30 <= analysed[("big", S.COMPLETED)].count <= 50
+        assert not analysed[("big", S.COMPLETED)].at_least
     else:
         assert capped[("big", S.COMPLETED)] == QueueStateCount("big", S.COMPLETED, 40)  # SQLite counts
     assert capped[("small", S.AVAILABLE)] == QueueStateCount("small", S.AVAILABLE, 1)

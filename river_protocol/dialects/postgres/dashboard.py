@@ -66,7 +66,8 @@ def _count_jobs_by_queue(d: Any, intent: CountJobsByQueue) -> Plan[tuple[QueueSt
             tuple(e.params),
         )
         estimate = _plan_rows(plan)
-        out.append(QueueStateCount(str(queue), JobState(state), max(estimate, int(count)), estimated=True))
+        floor = estimate < int(count)  # statistics older than the rows: all we know is the floor
+        out.append(QueueStateCount(str(queue), JobState(state), max(estimate, int(count)), True, floor))
     return tuple(out)
 
 
