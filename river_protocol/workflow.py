@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from river_protocol.errors import RiverError, ValidationError
+from river_protocol.errors import JobNotFoundError, RiverError, ValidationError
 from river_protocol.job import JobRow, encode_attempt_error
+from river_protocol.metadata_keys import OUTPUT
 from river_protocol.options import InsertOpts
 from river_protocol.states import JobState
 
@@ -400,6 +401,38 @@ def task_name(job: JobRow) -> str:
     return info.task if info is not None else str(job.id)
 
 
+# ---------------------------------------------------------------- what a running task reads of its workflow
+
+
+def tasks_by_name(rows: Iterable[JobRow]) -> dict[str, JobRow]:
+    """A workflow's rows by task name (``ctx.workflow.tasks()``); a row outside any workflow is left out."""
+    return {info.task: row for row in rows if (info := task_info(row.metadata)) is not None}
+
+
+def task_output(workflow_id: str, task: str, tasks: Mapping[str, JobRow]) -> Any:
+    """The output ``task`` recorded (None when it recorded none), read from ``tasks`` (by name).
+
+    ``JobNotFoundError`` when the workflow has no such task, ``WorkflowTaskFailedError`` when it
+    ended discarded or cancelled, ``ValidationError`` while it is not final.
+    """
+    job = tasks.get(task)
+    if job is None:
+        raise JobNotFoundError(f"workflow {workflow_id} has no task {task!r}")
+    outcome = wait_outcome(job)
+    if isinstance(outcome, WorkflowTaskFailedError):
+        raise outcome
+    if outcome is None:
+        raise ValidationError(f"task {task_name(job)!r} has not completed (it is {job.state.value})")
+    return job.metadata.get(OUTPUT)
+
+
+def completed_outputs(names: Iterable[str], tasks: Mapping[str, JobRow]) -> dict[str, Any]:
+    """The outputs of the tasks ``names`` that completed, by name (a fan-in's inputs): a dep that
+    ended cancelled or discarded (accepted by ``ignore_*_deps``), or has no row, is left out."""
+    return {name: job.metadata.get(OUTPUT) for name in names
+            if (job := tasks.get(name)) is not None and job.state is JobState.COMPLETED}
+
+
 # ---------------------------------------------------------------- waiting back-off
 
 
@@ -515,8 +548,6 @@ class WorkflowView:
 
 def workflow_view(workflow_id: str, rows: Sequence[JobRow]) -> WorkflowView:
     """The view of a workflow's rows; ``JobNotFoundError`` when it has none."""
-    from river_protocol.errors import JobNotFoundError
-
     if not rows:
         raise JobNotFoundError(f"workflow {workflow_id} not found")
     infos = [(task_info(r.metadata), r) for r in rows]

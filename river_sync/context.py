@@ -27,13 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 from river_db.resumable import UNSET
 from river_db.work_context import WorkContextBase
-from river_protocol.errors import JobNotFoundError, ValidationError
+from river_protocol.errors import ValidationError
 from river_protocol.intents import ListWorkflowTasks, SetStateIfRunning
 from river_protocol.job import JobRow
-from river_protocol.metadata_keys import OUTPUT
-from river_protocol.states import JobState
 from river_protocol.work import CancelCause, WorkCancelled, complete_in_tx_update
-from river_protocol.workflow import TaskInfo, Workflow, task_info, task_name, wait_outcome
+from river_protocol.workflow import (
+    TaskInfo,
+    Workflow,
+    completed_outputs,
+    task_info,
+    task_output,
+    tasks_by_name,
+)
 from river_sync.runner import utcnow
 
 if TYPE_CHECKING:
@@ -124,8 +129,7 @@ class TaskWorkflow:
     def tasks(self, names: tuple[str, ...] | None = None) -> dict[str, JobRow]:
         """The workflow's rows by task name (only ``names`` when given)."""
         db = self._ctx.client.database
-        rows = db.run(ListWorkflowTasks(self.id, names), readonly=True)
-        return {info.task: row for row in rows if (info := task_info(row.metadata)) is not None}
+        return tasks_by_name(db.run(ListWorkflowTasks(self.id, names), readonly=True))
 
     def output(self, task: str) -> Any:
         """The output ``task`` recorded (``ctx.record_output``; None when it recorded none).
@@ -133,33 +137,19 @@ class TaskWorkflow:
         Raises ``JobNotFoundError`` for a task the workflow does not have, and
         ``WorkflowTaskFailedError`` / ``ValidationError`` when it did not complete.
         """
-        rows = self.tasks((task,))
-        if task not in rows:
-            raise JobNotFoundError(f"workflow {self.id} has no task {task!r}")
-        return _output_of(rows[task])
+        return task_output(self.id, task, self.tasks((task,)))
 
     def outputs(self, tasks: tuple[str, ...] | None = None) -> dict[str, Any]:
         """Every dep's output by task name (a fan-in's inputs), or those of ``tasks``.
         A dep that ended cancelled or discarded (accepted by ``ignore_*_deps``) is left out."""
         names = self.deps if tasks is None else tuple(tasks)
-        rows = self.tasks(names)
-        return {name: _output_of(rows[name]) for name in names
-                if name in rows and rows[name].state is JobState.COMPLETED}
+        return completed_outputs(names, self.tasks(names))
 
     def extend(self) -> Workflow:
         """A builder for tasks to add to this workflow (``client.insert_workflow`` it, with
         ``tx=`` if it must commit with something else): new tasks may depend on tasks
         already in the workflow, by name, this one included."""
         return Workflow(self.name, id=self.id, existing=self.tasks())
-
-
-def _output_of(row: JobRow) -> Any:
-    outcome = wait_outcome(row)
-    if isinstance(outcome, BaseException):
-        raise outcome
-    if outcome is None:
-        raise ValidationError(f"task {task_name(row)!r} has not completed (it is {row.state.value})")
-    return row.metadata.get(OUTPUT)
 
 
 class WorkContext(WorkContextBase):

@@ -18,7 +18,7 @@ from river_protocol.dialects.workflow_plans import (
     promotion_plan,
     targets,
 )
-from river_protocol.errors import ValidationError
+from river_protocol.errors import JobNotFoundError, ValidationError
 from river_protocol.intents import Notify, PromoteWorkflowTasks, PromotionResult, Statement
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.machines.base import IntentFailed, IntentSucceeded, Stop
@@ -30,6 +30,7 @@ from river_protocol.machines.workflow_promoter import (
     WorkflowPromoter,
     finalized_tasks,
 )
+from river_protocol.metadata_keys import OUTPUT
 from river_protocol.options import InsertOpts
 from river_protocol.states import JobState
 from river_protocol.unique import UniqueOpts
@@ -49,8 +50,11 @@ from river_protocol.workflow import (
     WorkflowInsertResult,
     WorkflowSummary,
     WorkflowTaskFailedError,
+    completed_outputs,
     decide,
     task_info,
+    task_output,
+    tasks_by_name,
     topological_order,
     validate_workflow_id,
     wait_outcome,
@@ -231,6 +235,33 @@ def test_wait_outcomes() -> None:
     mixed = workflow_wait_outcome([*tasks[:2], dataclasses.replace(tasks[2], state=JobState.CANCELLED)])
     assert isinstance(mixed, WorkflowTaskFailedError) and "'t2' cancelled" in str(mixed)
     assert issubclass(WaitTimeoutError, TimeoutError)
+
+
+def test_a_task_reads_its_workflows_outputs() -> None:
+    def row(id: int, task: str | None, state: JobState, **meta: Any) -> JobRow:
+        workflow = {WORKFLOW_ID: "w", TASK: task} if task is not None else {}
+        return JobRow(id=id, kind="k", encoded_args=b"{}", state=state, metadata={**workflow, **meta})
+
+    rows = [
+        row(1, "a", JobState.COMPLETED, **{OUTPUT: {"n": 1}}),
+        row(2, "b", JobState.COMPLETED),  # recorded no output
+        row(3, "c", JobState.CANCELLED),
+        row(4, "d", JobState.RUNNING),
+        row(5, None, JobState.COMPLETED),  # not a task: left out
+    ]
+    tasks = tasks_by_name(rows)
+    assert list(tasks) == ["a", "b", "c", "d"] and tasks["c"] is rows[2]
+    assert task_output("w", "a", tasks) == {"n": 1}
+    assert task_output("w", "b", tasks) is None
+    with pytest.raises(JobNotFoundError, match="workflow w has no task 'x'"):
+        task_output("w", "x", tasks)
+    with pytest.raises(WorkflowTaskFailedError, match="was cancelled"):
+        task_output("w", "c", tasks)
+    with pytest.raises(ValidationError, match="task 'd' has not completed \\(it is running\\)"):
+        task_output("w", "d", tasks)
+    # A fan-in's inputs: only the deps that completed, in the order asked, missing ones left out.
+    assert completed_outputs(("b", "c", "a", "d", "x"), tasks) == {"b": None, "a": {"n": 1}}
+    assert list(completed_outputs(("b", "a"), tasks)) == ["b", "a"]
 
 
 def test_backoff_is_bounded() -> None:
