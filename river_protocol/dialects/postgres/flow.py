@@ -88,11 +88,11 @@ def _heads_sql(d: Any, b: Binder, queue: str) -> str:
 
 
 def _sequence_sql(d: Any) -> str:
-    """A candidate behind its sequence's head, or (when it says so) behind a discarded or
-    cancelled job of its sequence, waits."""
+    """A candidate of a sequence starts only as its head (an available job is unfinished, so it
+    is its own sequence's head or behind it); one that says so also waits behind a discarded or
+    cancelled job of its sequence. Sets computed once per claim, not per candidate."""
     return f"""
-          AND NOT (j.metadata ? '{SEQUENCE_KEY}' AND EXISTS (
-              SELECT 1 FROM heads WHERE heads.skey = j.metadata ->> '{SEQUENCE_KEY}' AND heads.head < j.id))
+          AND (NOT j.metadata ? '{SEQUENCE_KEY}' OR j.id = ANY(ARRAY(SELECT head FROM heads)))
           AND NOT (j.metadata ? '{SEQUENCE_HALT}' AND EXISTS (
               SELECT 1 FROM {d.prefix}river_job e
               WHERE e.queue = j.queue AND e.id < j.id AND e.state IN ('cancelled', 'discarded')
@@ -146,12 +146,12 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
               AND scheduled_at <= {now_sql(b, claim.now)}{_claim_filters(b, claim)}""")
     if full:
         sql.append(f"""
-              AND NOT EXISTS (SELECT 1 FROM running WHERE running.pkey = {partition_sql(ckey, 'j')}
-                              AND ({' OR '.join(full)}))""")
+              AND {partition_sql(ckey, 'j')} <> ALL(ARRAY(SELECT pkey FROM running
+                                                        WHERE {' OR '.join(full)}))""")
     if rate:
         sql.append(f"""
-              AND NOT EXISTS (SELECT 1 FROM recent WHERE recent.rkey = {partition_sql(rkey, 'j')}
-                              AND recent.n >= {int(limits.rate_allowed or 0)})""")
+              AND {partition_sql(rkey, 'j')} <> ALL(ARRAY(
+                  SELECT rkey FROM recent WHERE recent.n >= {int(limits.rate_allowed or 0)}))""")
     if flow.sequences:
         sql.append(_sequence_sql(d))
     sql.append(f"""
