@@ -264,6 +264,19 @@ def periodic_seen(jobs: Iterable[JobRow], now: datetime) -> list[PeriodicSeen]:
     return sorted(out, key=lambda p: p.periodic_id)
 
 
+def action_outcome(action: str, row: JobRow) -> str | None:
+    """Why ``action`` (retry, cancel, delete) left the job it returned as it was, or None when it
+    took effect. The management API returns a job it could not change unchanged rather than
+    failing: a running job is not retried, a finished one not cancelled."""
+    if action == "retry" and row.state is not JobState.AVAILABLE:
+        return f"job {row.id} is {row.state.value}: not retried"
+    if action == "cancel" and row.state is JobState.RUNNING:
+        return None  # asked to stop: its client cancels it (River's remote cancel)
+    if action == "cancel" and row.state is not JobState.CANCELLED:
+        return f"job {row.id} is {row.state.value}: not cancelled"
+    return None
+
+
 def pretty_json(value: object) -> str:
     """JSON for a person, indented, keys in stored order. ``bytes`` are stored JSON (shown as
     text when they are not JSON); anything else is a decoded value (a ``str`` is a JSON string)."""

@@ -33,7 +33,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from river_protocol.dashboard import EXACT_COUNT_LIMIT, STATE_ORDER, StateCount, pretty_json
+from river_protocol.dashboard import EXACT_COUNT_LIMIT, STATE_ORDER, StateCount, action_outcome, pretty_json
 from river_protocol.errors import (
     DatabaseNotMigratedError,
     DatabaseUnavailableError,
@@ -374,10 +374,14 @@ def job_actions(client: Client, action: str, ids: list[int]) -> tuple[str, str]:
     done, refused = 0, []
     for job_id in ids:
         try:
-            method(job_id)
-            done += 1
+            note = action_outcome(action, method(job_id))
         except (RiverError, ValidationError) as exc:
             refused.append(f"job {job_id}: {exc}")
+            continue
+        if note is None:
+            done += 1
+        else:
+            refused.append(note)
     past = {"retry": "retried", "cancel": "cancelled", "delete": "deleted"}[action]
     return f"{past} {done} job{'s' if done != 1 else ''}", "; ".join(refused)
 

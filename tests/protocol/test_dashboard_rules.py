@@ -125,3 +125,17 @@ def test_pretty_json_indents_stored_json_and_shows_anything_else_as_it_is() -> N
     assert pretty_json(b"not json <b>") == "not json <b>"
     assert pretty_json("a string") == '"a string"'
     assert pretty_json({"é": None}) == '{\n  "é": null\n}'
+
+
+def test_action_outcome_says_when_the_api_left_a_job_as_it_was() -> None:
+    from river_protocol.dashboard import action_outcome
+
+    def row(state: S) -> JobRow:
+        return JobRow(id=7, kind="k", encoded_args=b"{}", state=state)
+
+    assert action_outcome("retry", row(S.AVAILABLE)) is None
+    assert action_outcome("retry", row(S.RUNNING)) == "job 7 is running: not retried"
+    assert action_outcome("cancel", row(S.CANCELLED)) is None
+    assert action_outcome("cancel", row(S.RUNNING)) is None  # asked to stop
+    assert action_outcome("cancel", row(S.COMPLETED)) == "job 7 is completed: not cancelled"
+    assert action_outcome("delete", row(S.COMPLETED)) is None

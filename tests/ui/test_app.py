@@ -217,6 +217,10 @@ def test_retry_cancel_and_delete_go_through_the_admin_api(
         "deleted 1 job" in response.text and f"job {running}" in response.text
     )  # running: refused, said why
     assert state_of(url, completed) is None and state_of(url, running) is JobState.RUNNING
+    response = web.post(
+        "/actions/jobs", data={"action": "retry", "job_id": str(running), "csrf_token": token}
+    )
+    assert "retried 0 jobs" in response.text and f"job {running} is running: not retried" in response.text
 
 
 def test_pause_and_resume_a_queue(seeded: tuple[str, Seeded], web: TestClient) -> None:
