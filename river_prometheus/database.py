@@ -24,7 +24,8 @@ from prometheus_client.registry import Collector
 from river_db.connect import open_connection
 from river_db.executor import Executor
 from river_db.urls import parse_database_url
-from river_protocol.admin import count_by_queue_and_state, list_jobs_intent, oldest_age_seconds
+from river_protocol.admin import count_by_queue_and_state
+from river_protocol.dashboard import OldestAvailable, waited
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import ValidationError
@@ -47,17 +48,12 @@ class DatabaseReading:
 
 
 def read_database(executor: Executor, now: datetime) -> DatabaseReading:
-    """Count the jobs per queue and state (``CountJobs``, as ``river queues list``), then list
-    the oldest available job of each queue that has one (``ListJobs``, one row per queue)."""
+    """Count the jobs per queue and state (``CountJobs``, as ``river queues list``), then read
+    the oldest available job of each queue that has one (``OldestAvailable``, as the dashboard)."""
     jobs = count_by_queue_and_state(executor.run(CountJobs()))
-    oldest: dict[str, float] = {}
-    for (queue, state), n in jobs.items():
-        if state is JobState.AVAILABLE and n:
-            rows = executor.run(list_jobs_intent(states=[JobState.AVAILABLE], queues=[queue],
-                                                 order_by="scheduled_at", limit=1))
-            if rows:
-                oldest[queue] = oldest_age_seconds(rows[0], now)
-    return DatabaseReading(jobs, oldest)
+    queues = tuple(sorted(queue for (queue, state), n in jobs.items() if state is JobState.AVAILABLE and n))
+    scheduled: dict[str, datetime] = executor.run(OldestAvailable(queues))
+    return DatabaseReading(jobs, {q: waited(at, now).total_seconds() for q, at in scheduled.items()})
 
 
 class DatabaseCollector(Collector):

@@ -206,14 +206,6 @@ def count_by_queue_and_state(
     return out
 
 
-def oldest_age_seconds(job: JobRow, now: datetime) -> float:
-    """How long an available ``job`` has waited since it was scheduled (never negative: a clock
-    behind the database's reads a job scheduled a moment ago as not yet due)."""
-    if job.scheduled_at is None:  # never for a stored row; a hand-built JobRow may lack it
-        return 0.0
-    return max(0.0, (now - job.scheduled_at).total_seconds())
-
-
 # ---------------------------------------------------------------- job changes
 
 

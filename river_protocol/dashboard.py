@@ -208,11 +208,17 @@ def queue_overviews(
                 paused_at=row.paused_at if row else None,
                 updated_at=row.updated_at if row else None,
                 registered=row is not None,
-                oldest_available_age=None if oldest_at is None else max(now - oldest_at, timedelta(0)),
+                oldest_available_age=None if oldest_at is None else waited(oldest_at, now),
                 series={s: tuple(v) for s, v in series.get(name, {s: [0] * buckets for s in SERIES}).items()},
             )
         )
     return out
+
+
+def waited(scheduled_at: datetime, now: datetime) -> timedelta:
+    """How long an available job scheduled at ``scheduled_at`` has waited by ``now``: never
+    negative (a clock behind the database's reads a job scheduled a moment ago as not yet due)."""
+    return max(now - scheduled_at, timedelta(0))
 
 
 def available_queues(counts: Iterable[QueueStateCount]) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from river_protocol.dashboard import (
     periodic_seen,
     pretty_json,
     queue_overviews,
+    waited,
 )
 from river_protocol.errors import ValidationError
 from river_protocol.intents import QueueRow
@@ -75,6 +76,12 @@ def test_queue_overviews_merge_queue_rows_counts_ages_and_series() -> None:
     assert bulk.total == StateCount(251_008, estimated=True)
     assert bulk.oldest_available_age == timedelta(seconds=90)
     assert bulk.series == {"completed": (5, 0, 0), "failed": (0, 3, 0), "cancelled": (0, 0, 4)}
+
+
+def test_waited_is_never_negative() -> None:
+    assert waited(NOW - timedelta(seconds=90), NOW) == timedelta(seconds=90)
+    # A clock a moment behind the database's: scheduled "in the future", waited nothing yet.
+    assert waited(NOW + timedelta(seconds=2), NOW) == timedelta(0)
 
 
 def test_available_queues_are_those_with_available_jobs() -> None:
