@@ -123,6 +123,24 @@ def test_insert_batch_repeating_a_unique_key_is_refused_whole(adapter: Pair) -> 
     assert _count(schema, "SELECT count(*) FROM river_job WHERE args->>'message' IN ('first', 'twice')") == 0
 
 
+def test_unique_skip_keeps_the_existing_kind(adapter: Pair) -> None:
+    # Harness leaf Unique/SkipKeepsExistingKind: a job unique by args without its kind, given
+    # another kind out of band, is returned as stored by a skipped single and batched insert.
+    process, schema = adapter
+    job = echo("unique skip keeps kind", queue="nowhere",
+               unique={"by_args": True, "exclude_kind": True})
+    [first] = process.insert(job)
+    schema.conn.execute("UPDATE river_job SET kind = 'conformance_unique_other_kind' WHERE id = %s",
+                        (first["job"]["id"],))
+    existing = process.call("list", {"ids": [first["job"]["id"]]})["jobs"][0]
+    assert existing["kind"] == "conformance_unique_other_kind"
+    [single] = process.insert(job)
+    [batched] = process.insert(job)
+    for result in (single, batched):
+        assert result == {"job": existing, "unique_skipped_as_duplicate": True}
+    assert process.call("list", {"ids": [existing["id"]]})["jobs"] == [existing]
+
+
 def test_numbers_beyond_a_float_are_reported_exactly(adapter: Pair) -> None:
     process, schema = adapter
     numbers = '{"beyond_float":1e400,"negative":-9223372036854775808}'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from river_tools.conformance_adapter import jsonrpc
@@ -22,6 +23,15 @@ def test_sqlite_methods_over_stdio(tmp_path: Path) -> None:
         assert first.error_code("insert", {"jobs": [unique, unique]}) == jsonrpc.REJECTED
         inserted = first.insert(output, unique) + second.insert(unique)
         assert [r["unique_skipped_as_duplicate"] for r in inserted] == [False, False, True]
+        # A skipped insert returns the stored job, its kind kept (Unique/SkipKeepsExistingKind).
+        keep = echo("keeps kind", queue="nowhere", unique={"by_args": True, "exclude_kind": True})
+        kept = first.insert(keep)[0]["job"]
+        with sqlite3.connect(path) as conn:
+            conn.execute("UPDATE river_job SET kind = 'other_kind' WHERE id = ?", (kept["id"],))
+        stored = first.call("list", {"ids": [kept["id"]]})["jobs"][0]
+        assert stored["kind"] == "other_kind"
+        assert second.insert(keep) == [{"job": stored, "unique_skipped_as_duplicate": True}]
+        assert first.call("list", {"ids": [kept["id"]]})["jobs"] == [stored]
         job = inserted[0]["job"]
         assert job["created_at"].count(".") == 1 and len(job["created_at"].split(".")[1]) <= 4  # ms
         listed = second.call("list", {"ids": [job["id"]], "order_by": "time", "tags_all": ["tag_a"]})

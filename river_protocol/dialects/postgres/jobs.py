@@ -79,7 +79,9 @@ def _insert_jobs(d: Any, intent: InsertJobs) -> Plan[list[InsertResult]]:
                                    queue, scheduled_at, state, tags, unique_key, unique_states, n)
         ORDER BY n
         ON CONFLICT {_conflict_target(d)}
-        DO UPDATE SET kind = EXCLUDED.kind
+        -- A no-op update, so the skipped row is returned (xmax set). It keeps the stored
+        -- kind: a job unique without its kind may have another one, and must keep its worker.
+        DO UPDATE SET kind = river_job.kind
         RETURNING {JOB_COLUMNS}, (xmax <> 0)
     """
     # RETURNING follows the SELECT's order (as Go relies on as well).

@@ -78,7 +78,9 @@ def _insert_sql(d: Any, b: Binder, jobs: list[InsertParams], nonce: str | None, 
     if nonce is not None:
         # Skip detection (§5.2): a returned row carrying another nonce already existed.
         metadata = f"jsonb_set({metadata}, '$.\"{_NONCE_KEY}\"', {b.p(nonce)})"
-    conflict = "DO UPDATE SET kind = excluded.kind" if nonce is not None else "DO NOTHING"
+    # A no-op update returns the skipped row; it keeps the stored kind, which may differ from
+    # ours when the job is unique without its kind.
+    conflict = "DO UPDATE SET kind = river_job.kind" if nonce is not None else "DO NOTHING"
     return f"""
         INSERT INTO {d.prefix}river_job
             (args, created_at, kind, max_attempts, metadata, priority, queue, scheduled_at,
