@@ -106,6 +106,31 @@ def update_limits_plan(
     return None
 
 
+def list_limits_plan(
+    prefix: str, partition_columns: tuple[str, str], table_exists: Plan[bool], read_time: Any,
+) -> Plan[list[QueueLimitRow]]:
+    """Every ``river_py_queue_limit`` row (``[]`` without the table); ``partition_columns`` read
+    the two partitions as JSON text, ``read_time`` turns a stored ``updated_at`` into a datetime."""
+    if not (yield from table_exists):
+        return []
+    rows = yield Statement(
+        f"SELECT queue, {LIMIT_COLUMNS}, {partition_columns[0]}, {partition_columns[1]}, updated_at"
+        f" FROM {prefix}river_py_queue_limit ORDER BY queue")
+    return [QueueLimitRow(r[0], limits_from_row(r[1:5]), partition_from_json(r[5]), partition_from_json(r[6]),
+                          read_time(r[7])) for r in rows]
+
+
+def busiest_plan(prefix: str, ph: str, key_sql: str, intent: BusiestPartitions) -> Plan[list[PartitionUsage]]:
+    """The ``intent.top`` partitions (``key_sql``: the key of a row ``r``) with most running jobs."""
+    rows = yield Statement(f"""
+        SELECT {key_sql} AS pkey, count(*) AS n
+        FROM {prefix}river_job r
+        WHERE r.state = 'running' AND r.queue = {ph}
+        GROUP BY 1 ORDER BY n DESC, pkey LIMIT {ph}
+    """, (intent.queue, intent.top))
+    return [PartitionUsage(str(r[0]), int(r[1])) for r in rows]
+
+
 def flow_status_plan(
     d: Any, intent: GetFlowStatus,
     list_limits: Any, busiest: Any, running_sql: str, ph: str,

@@ -17,11 +17,12 @@ from river_protocol.dialects.flow_common import (
     LIMIT_COLUMNS,
     ORDER,
     UPSERT_SET,
+    busiest_plan,
     flow_status_plan,
     full_conditions,
     limits_from_row,
+    list_limits_plan,
     missing_line,
-    partition_from_json,
     partitions_json,
     ranked_sql,
     take_conditions,
@@ -213,25 +214,12 @@ def _set_queue_limits(d: Any, intent: SetQueueLimits) -> Plan[None]:
 
 
 def _list_queue_limits(d: Any, intent: ListQueueLimits) -> Plan[list[QueueLimitRow]]:
-    if not (yield from _table_exists(d)):
-        return []
-    rows = yield Statement(
-        "SELECT queue, global_limit, local_limit, rate_allowed, rate_period_ms,"
-        " concurrency_partition::text, rate_partition::text, updated_at"
-        f" FROM {d.prefix}river_py_queue_limit ORDER BY queue")
-    return [QueueLimitRow(r[0], limits_from_row(r[1:5]), partition_from_json(r[5]), partition_from_json(r[6]),
-                          r[7]) for r in rows]
+    columns = ("concurrency_partition::text", "rate_partition::text")
+    return list_limits_plan(d.prefix, columns, _table_exists(d), lambda value: value)
 
 
 def _busiest(d: Any, intent: BusiestPartitions) -> Plan[list[PartitionUsage]]:
-    b: Binder = binder()
-    rows = yield Statement(f"""
-        SELECT {partition_sql(intent.partition, 'r')} AS pkey, count(*) AS n
-        FROM {d.prefix}river_job r
-        WHERE r.state = 'running' AND r.queue = {b.p(intent.queue)}::text
-        GROUP BY 1 ORDER BY n DESC, pkey LIMIT {b.p(intent.top)}::integer
-    """, tuple(b.params))
-    return [PartitionUsage(str(r[0]), int(r[1])) for r in rows]
+    return busiest_plan(d.prefix, "%s", partition_sql(intent.partition, "r"), intent)
 
 
 def _update_queue_limits(d: Any, intent: UpdateQueueLimits) -> Plan[None]:

@@ -14,11 +14,12 @@ from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.flow_common import (
     ORDER,
     UPSERT_SET,
+    busiest_plan,
     flow_status_plan,
     full_conditions,
     limits_from_row,
+    list_limits_plan,
     missing_line,
-    partition_from_json,
     partitions_json,
     ranked_sql,
     take_conditions,
@@ -190,24 +191,12 @@ def _set_queue_limits(d: Any, intent: SetQueueLimits) -> Plan[None]:
 
 
 def _list_queue_limits(d: Any, intent: ListQueueLimits) -> Plan[list[QueueLimitRow]]:
-    if not (yield from _table_exists(d)):
-        return []
-    rows = yield Statement(
-        "SELECT queue, global_limit, local_limit, rate_allowed, rate_period_ms,"
-        " json(concurrency_partition), json(rate_partition), updated_at"
-        f" FROM {d.prefix}river_py_queue_limit ORDER BY queue")
-    return [QueueLimitRow(r[0], limits_from_row(r[1:5]), partition_from_json(r[5]), partition_from_json(r[6]),
-                          _time(r[7])) for r in rows]
+    columns = ("json(concurrency_partition)", "json(rate_partition)")
+    return list_limits_plan(d.prefix, columns, _table_exists(d), _time)
 
 
 def _busiest(d: Any, intent: BusiestPartitions) -> Plan[list[PartitionUsage]]:
-    rows = yield Statement(f"""
-        SELECT {partition_sql(intent.partition, 'r')} AS pkey, count(*) AS n
-        FROM {d.prefix}river_job r
-        WHERE r.state = 'running' AND r.queue = ?
-        GROUP BY 1 ORDER BY n DESC, pkey LIMIT ?
-    """, (intent.queue, intent.top))
-    return [PartitionUsage(str(r[0]), int(r[1])) for r in rows]
+    return busiest_plan(d.prefix, "?", partition_sql(intent.partition, "r"), intent)
 
 
 def _update_queue_limits(d: Any, intent: UpdateQueueLimits) -> Plan[None]:
