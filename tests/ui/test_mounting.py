@@ -1,5 +1,6 @@
-"""The dashboard guide's Django dispatcher (``mysite/asgi.py``), run as written: Django and the
-dashboard behind one ASGI application, the dashboard open to Django's staff sessions only."""
+"""The dashboard guide's mounting examples, run as written: the Django dispatcher (``mysite/asgi.py``:
+Django and the dashboard behind one ASGI application, the dashboard open to Django's staff sessions
+only) and the FastAPI mount under a prefix."""
 
 from __future__ import annotations
 
@@ -101,3 +102,26 @@ def test_the_guides_django_dispatcher_serves_both_and_admits_staff_only(tmp_path
         "plain 403",
         "staff 200 True True",
     ]
+
+
+def test_the_guides_fastapi_mount_serves_under_its_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("fastapi")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # starlette's nudge towards httpx2, not ours to act on
+        from starlette.testclient import TestClient
+
+    text = GUIDE.read_text(encoding="utf-8")
+    (block,) = re.findall(r"```python\n(import os\n\nfrom fastapi import .*?)```", text, re.S)
+    river_url = f"sqlite://{tmp_path / 'river.sqlite3'}"
+    seed_demo(river_url)
+    monkeypatch.setenv("DATABASE_URL", river_url)
+    namespace: dict[str, object] = {}
+    exec(compile(block, str(GUIDE), "exec"), namespace)
+    with TestClient(namespace["app"]) as web:  # type: ignore[arg-type]
+        assert web.get("/admin/river/jobs").status_code == 403
+        page = web.get("/admin/river/jobs", headers={"x-forwarded-user": "alice"})
+        assert page.status_code == 200 and "http://testserver/admin/river/static/river_ui.js" in page.text
