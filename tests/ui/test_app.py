@@ -87,6 +87,9 @@ def test_job_list_filters_by_state_queue_kind_tag_and_id(
     assert ids("?queue=nowhere") == []
     bad = shared_web.get("/jobs?id=abc")
     assert bad.status_code == 400 and "job id must be a number" in bad.text
+    # The state is checked by client.jobs.list (river_protocol.admin), as for any caller.
+    bad = shared_web.get("/jobs?state=lost")
+    assert bad.status_code == 400 and "unknown job state &#39;lost&#39;" in bad.text
 
 
 def test_job_list_pages_by_cursor_over_every_job_once(
