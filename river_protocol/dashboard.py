@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from river_protocol.errors import ValidationError
-from river_protocol.intents import Intent, QueueRow
+from river_protocol.intents import Intent, LeaderRow, QueueRow
 from river_protocol.job import JobRow
 from river_protocol.metadata_keys import PERIODIC, PERIODIC_JOB_ID
 from river_protocol.states import JobState
@@ -219,6 +219,12 @@ def waited(scheduled_at: datetime, now: datetime) -> timedelta:
     """How long an available job scheduled at ``scheduled_at`` has waited by ``now``: never
     negative (a clock behind the database's reads a job scheduled a moment ago as not yet due)."""
     return max(now - scheduled_at, timedelta(0))
+
+
+def live_leader(leader: LeaderRow | None, now: datetime) -> LeaderRow | None:
+    """The leader the overview shows: none once its ``expires_at`` has passed (its client has
+    stopped re-electing itself, and the next election removes the row)."""
+    return leader if leader is not None and leader.expires_at > now else None
 
 
 def available_queues(counts: Iterable[QueueStateCount]) -> tuple[str, ...]:

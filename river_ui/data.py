@@ -23,6 +23,7 @@ from river_protocol.dashboard import (
     available_queues,
     count_intent,
     histogram_intent,
+    live_leader,
     periodic_seen,
     queue_overviews,
 )
@@ -83,7 +84,7 @@ def overview(client: Client, *, now: datetime | None = None) -> Overview:
         queues=queue_overviews(
             queues=queues, counts=counts, oldest=oldest, cells=cells, buckets=histogram.buckets, now=now
         ),
-        leader=leader if leader is not None and leader.expires_at > now else None,
+        leader=live_leader(leader, now),
         clients=clients,
     )
 

@@ -15,13 +15,14 @@ from river_protocol.dashboard import (
     available_queues,
     count_intent,
     histogram_intent,
+    live_leader,
     periodic_seen,
     pretty_json,
     queue_overviews,
     waited,
 )
 from river_protocol.errors import ValidationError
-from river_protocol.intents import QueueRow
+from river_protocol.intents import LeaderRow, QueueRow
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 
@@ -82,6 +83,14 @@ def test_waited_is_never_negative() -> None:
     assert waited(NOW - timedelta(seconds=90), NOW) == timedelta(seconds=90)
     # A clock a moment behind the database's: scheduled "in the future", waited nothing yet.
     assert waited(NOW + timedelta(seconds=2), NOW) == timedelta(0)
+
+
+def test_a_leader_whose_term_expired_is_not_shown() -> None:
+    leader = LeaderRow("worker-1", elected_at=NOW - timedelta(seconds=10),
+                       expires_at=NOW + timedelta(seconds=5))
+    assert live_leader(leader, NOW) is leader
+    assert live_leader(leader, NOW + timedelta(seconds=5)) is None
+    assert live_leader(None, NOW) is None
 
 
 def test_available_queues_are_those_with_available_jobs() -> None:
