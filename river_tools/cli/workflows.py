@@ -15,12 +15,12 @@ from river_protocol.errors import JobNotFoundError
 from river_protocol.intents import ListWorkflowTasks
 from river_protocol.job import JobRow
 from river_protocol.workflow import (
-    DEPS,
     WorkflowSummary,
     WorkflowView,
     cancel_workflow_intent,
     list_workflows_intent,
     retry_workflow_intent,
+    task_info,
     validate_workflow_id,
     workflow_view,
 )
@@ -97,8 +97,14 @@ def _print_view(args: argparse.Namespace, view: WorkflowView) -> None:
         return
     print(f"workflow {view.id} ({view.name or 'unnamed'}): {summary.state}, {_counts_text(summary)}")
     print_table(["task", "job id", "kind", "state", "attempt", "deps", "finalized"],
-                [[name, j.id, j.kind, j.state.value, j.attempt, ", ".join(j.metadata.get(DEPS) or ()),
-                  j.finalized_at] for name, j in view.tasks.items()])
+                [[name, j.id, j.kind, j.state.value, j.attempt, ", ".join(_deps(j)), j.finalized_at]
+                 for name, j in view.tasks.items()])
+
+
+def _deps(job: JobRow) -> tuple[str, ...]:
+    """The task's deps as the promoter reads them (``task_info``: malformed metadata has none)."""
+    info = task_info(job.metadata)
+    return info.deps if info is not None else ()
 
 
 def cmd_get(args: argparse.Namespace) -> int:

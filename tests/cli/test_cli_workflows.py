@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -67,6 +68,7 @@ def test_list_get_cancel_retry(capsys: pytest.CaptureFixture[str], url: str) -> 
     code, out, _ = run(capsys, url, "workflows", "get", inserted.id)
     assert code == 0 and out.startswith(f"workflow {inserted.id} (cli): running")
     assert "second" in out and "first" in out
+    assert re.search(r"^second\s+\d+\s+\S+\s+pending\s+0\s+first\s", out, re.M), out  # its deps
 
     code, out, _ = run(capsys, url, "workflows", "cancel", inserted.id, "--json")
     assert code == 0 and {j["state"] for j in json.loads(out)["jobs"]} == {"cancelled"}
