@@ -349,6 +349,10 @@ class ClientBase:
         report_completer_output(out, self._events.publish_all, self._log)
         if out.completions:
             self._waits.finished(c.job for c in out.completions)
+            for queue in self._core.limited_queues_freed(out.completions):
+                producer = self._producers.get(queue)
+                if producer is not None:
+                    producer.post(TriggerFetch())
         if out.completions and self._promoter is not None:
             tasks = finalized_tasks(c.job for c in out.completions)
             if tasks:

@@ -59,7 +59,7 @@ from river_protocol.leadership import Leadership, PeriodicJob, constructed_args,
 from river_protocol.machines import maintenance as mnt
 from river_protocol.machines import periodic as periodic_machine
 from river_protocol.machines.base import Event, Rng
-from river_protocol.machines.completer import Completer, CompletionReason, Submit
+from river_protocol.machines.completer import Completer, Completion, CompletionReason, Submit
 from river_protocol.machines.elector import Elector
 from river_protocol.machines.notifications import (
     TOPIC_CONTROL,
@@ -523,6 +523,16 @@ class ClientCore:
                     name, flow.limits, concurrency_partition=flow.concurrency_partition,
                     rate_partition=flow.rate_partition))
         return tuple(out)
+
+    def limited_queues_freed(self, completions: Iterable[Completion]) -> tuple[str, ...]:
+        """Queues with flow control among those of ``completions`` (just written): a slot of
+        their limits is free now, on every client, so this client's producer fetches again (the
+        fetch when the job ended may have run before its completion committed)."""
+        limited = {name for name, q in self._live_queues.items()
+                   if q.concurrency is not None or q.rate_limit is not None or q.sequences}
+        if not limited:
+            return ()
+        return tuple(dict.fromkeys(c.job.queue for c in completions if c.job.queue in limited))
 
     def listener_unavailable(self) -> None:
         """The listener was probed and hears nothing (LISTEN behind a transaction pooler): from

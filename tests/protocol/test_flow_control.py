@@ -212,3 +212,23 @@ def test_a_rate_limited_producer_polls_within_its_period() -> None:
     assert producer(timedelta(milliseconds=100))._poll_wait() == timedelta(milliseconds=10)  # the cooldown
     slow = producer(timedelta(hours=1))
     assert slow._poll_wait() == slow.config.fetch_poll_interval
+
+
+def test_completions_of_limited_queues_ask_for_a_fetch() -> None:
+    from river_protocol.machines.completer import Completion, CompletionReason
+
+    conc = ConcurrencyConfig(global_limit=1)
+    config = ClientConfig(client_id="c", dialect="postgres", queues={
+        "limited": QueueConfig(concurrency=conc), "seq": QueueConfig(sequences=True), "plain": QueueConfig()})
+    core = ClientCore(config, _workers(), Rng())
+
+    def done(queue: str) -> Completion:
+        row = JobRow(id=1, kind="charge", encoded_args=b"{}", state=S.COMPLETED, queue=queue)
+        return Completion(job=row, reason=CompletionReason.COMPLETED)
+
+    assert core.limited_queues_freed([done("plain"), done("limited"), done("seq"), done("limited")]) == (
+        "limited", "seq")
+    assert core.limited_queues_freed([done("plain")]) == ()
+    unlimited = ClientCore(ClientConfig(client_id="c", dialect="postgres", queues={"plain": QueueConfig()}),
+                           _workers(), Rng())
+    assert unlimited.limited_queues_freed([done("plain")]) == ()

@@ -4,6 +4,7 @@ python migration line, holds its concurrency limit per partition, and runs a seq
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 from datetime import datetime, timedelta
@@ -210,3 +211,21 @@ def test_a_limited_queue_added_at_runtime_writes_its_limits_or_is_not_started(
         wait_for_all(sub, [job.id])
         (status,) = client.queues.flow_status()
         assert (status.queue, status.limits) == ("limited", QueueLimits(global_limit=2))
+
+
+def test_a_hot_partition_moves_on_when_a_completion_is_written(h: Harness, client_db_url: str) -> None:
+    """global_limit=1: the next job starts once the last one's completion is written, not at the
+    next poll (1 s here)."""
+    _python_line(client_db_url)
+    one = QueueConfig(max_workers=10, fetch_cooldown=timedelta(milliseconds=5),
+                      concurrency=ConcurrencyConfig(global_limit=1))
+    meter = Meter()
+    client = fast_client(h, client_db_url, h.workers(meter.work, Call, threaded=True),
+                         queues={"default": one})
+    sub = client.subscribe([EventKind.JOB_COMPLETED])
+    with client:
+        jobs = client.insert_many([InsertManyParams(Call(customer=1, n=i)) for i in range(5)])
+        wait_for_all(sub, [r.job.id for r in jobs])
+        rows = sorted((client.jobs.get(r.job.id) for r in jobs), key=lambda j: j.attempted_at)
+    gaps = [(b.attempted_at - a.finalized_at).total_seconds() for a, b in itertools.pairwise(rows)]
+    assert meter.peak == {1: 1} and all(0 <= g < 0.5 for g in gaps), gaps
