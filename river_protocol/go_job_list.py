@@ -12,12 +12,22 @@ cursors or hand theirs to a Go client (River's conformance adapter):
   list starts with ``available``;
 - ordering by ``finalized_at`` lists the finalized states unless states are
   given, and refuses non-finalized ones;
+- a NULL of the order column (``finalized_at`` of a retried job, listed with
+  cancelled ones) sorts last ascending and first descending, on both
+  databases;
 - the cursor is Go's: URL-safe base64 (padded) of the JSON object
   ``{"id","kind","queue","sort_field","time"}`` written by Go's encoder, the
-  time being the last job's sort value (for ``time``, the column of that
-  job's own state) or Go's zero time when the listing is by id. A cursor is
-  read with either base64 alphabet, so cursors Go writes and the ones Go
-  reads both pass.
+  time being the last job's value of the listing's order column (for
+  ``time``, the first listed state's column, whatever the job's own state),
+  or Go's zero time when that value is NULL or the listing is by id. A cursor
+  is read with either base64 alphabet, padded or not, and with a null time.
+
+River Go v0.43 differs in three ways that newer River (its Rust and
+JavaScript ports, and its harness leaf List/CursorInterchange) changed, and
+this module follows the newer River: v0.43 reads cursors with the standard
+alphabet only (so it cannot read its own cursors holding ``-`` or ``_``),
+takes a ``time`` cursor's value from the job's own state's column, and cannot
+page past a NULL.
 """
 
 from __future__ import annotations
@@ -51,6 +61,11 @@ _TIME_COLUMN = {
     JobState.CANCELLED: "finalized_at", JobState.COMPLETED: "finalized_at",
     JobState.DISCARDED: "finalized_at",
 }
+
+
+def _order_column(order_by: str, states: tuple[JobState, ...] | None) -> str:
+    # "time" is the column of the first listed state, for every job listed.
+    return _TIME_COLUMN[(states or _DEFAULT_STATES)[0]] if order_by == "time" else order_by
 
 
 def _states(states: Iterable[JobState | str] | None) -> tuple[JobState, ...] | None:
@@ -89,7 +104,7 @@ def go_list_jobs_intent(
         if unfinalized:
             raise ValidationError(
                 f"cannot order by finalized_at with non-finalized state filters {unfinalized}")
-    column = _TIME_COLUMN[(listed or _DEFAULT_STATES)[0]] if order_by == "time" else order_by
+    column = _order_column(order_by, listed)
     if metadata is not None:
         try:
             fragment = json.loads(metadata)
@@ -108,23 +123,21 @@ def go_list_jobs_intent(
                     go_keyset=True)
 
 
-def _sort_value(job: JobRow, sort_field: str) -> datetime | None:
+def _sort_value(job: JobRow, sort_field: str, states: tuple[JobState, ...] | None) -> datetime | None:
     if sort_field == "id":
         return None
-    if sort_field == "scheduled_at":
-        return job.scheduled_at
-    if sort_field == "finalized_at":
-        return job.finalized_at
-    # "time": the column of the job's own state, created_at where a hand-written row lacks it.
-    value = getattr(job, _TIME_COLUMN[job.state])
-    return value if value is not None else job.created_at
+    value: datetime | None = getattr(job, _order_column(sort_field, states))
+    return value
 
 
-def go_job_list_cursor(job: JobRow, sort_field: str) -> str:
-    """The text of Go's ``JobListCursor`` after ``job`` in a listing by ``sort_field``."""
+def go_job_list_cursor(
+    job: JobRow, sort_field: str, *, states: Iterable[JobState | str] | None = None
+) -> str:
+    """The text of Go's ``JobListCursor`` after ``job`` in a listing by ``sort_field`` of
+    ``states`` (None: Go's default list; only ``time`` depends on it)."""
     if sort_field not in GO_ORDER_FIELDS:
         raise ValidationError(f"invalid order by field {sort_field!r}")
-    moment = _sort_value(job, sort_field)
+    moment = _sort_value(job, sort_field, _states(states) or None)
     time_text = GO_ZERO_TIME if moment is None else format_rfc3339nano(moment.astimezone(UTC))
     encoded = b"".join((
         b'{"id":', str(job.id).encode(), b',"kind":', encode_go_string(job.kind),
@@ -135,15 +148,16 @@ def go_job_list_cursor(job: JobRow, sort_field: str) -> str:
 
 
 def decode_go_job_list_cursor(text: str) -> tuple[datetime | None, int]:
-    """``(sort value, id)`` of a Go cursor; the value is None for Go's zero time (by id)."""
+    """``(sort value, id)`` of a Go cursor; the value is None for Go's zero time or a null
+    time (a NULL sort value, or a listing by id)."""
     try:
         raw = text.strip().replace("+", "-").replace("/", "_")
         data: Any = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
         job_id = data["id"]
-        moment = data.get("time", GO_ZERO_TIME)
-        if isinstance(job_id, bool) or not isinstance(job_id, int) or not isinstance(moment, str):
+        moment = data.get("time")
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or not isinstance(moment, str | None):
             raise TypeError("id must be an integer and time a string")
-        value = None if moment == GO_ZERO_TIME or moment.startswith("0001-01-01T") else parse_time(moment)
+        value = None if moment is None or moment.startswith("0001-01-01T") else parse_time(moment)
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise ValidationError(f"invalid job list cursor {text!r}: {exc}") from None
     return value, job_id

@@ -478,9 +478,11 @@ class ListJobs(Intent):
     """``order_by`` is ``id`` | ``scheduled_at`` | ``finalized_at`` | ``created_at`` | ``attempted_at``;
     cursor pagination is keyset on (order column, id) after ``after``.
 
-    ``go_keyset``: River Go's ``JobList`` order and keyset instead of ours: the
-    database's own NULL placement (no ``IS NULL`` term), and an ``after`` whose
-    value is None compares ids alone (Go's zero cursor time).
+    ``go_keyset``: River's ``JobList`` order and keyset instead of ours (as River's
+    ports and its harness leaf List/CursorInterchange have it): NULLs of the
+    order column last ascending and first descending on both databases, and an
+    ``after`` whose value is None stands on a NULL of the order column (Go's
+    zero cursor time); ordering by id, ids alone decide.
     """
 
     filter: JobListFilter = field(default_factory=JobListFilter)

@@ -133,16 +133,24 @@ def order_and_cursor(
 def _go_order_and_cursor(
     b: Binder, intent: ListJobs, bind_time: Callable[[Binder, Any], str], col: str, direction: str, cmp: str
 ) -> tuple[str, list[str]]:
-    # River Go's JobList: "ORDER BY col dir, id dir"; a cursor time compares (col, id), none ids only.
-    order = f"id {direction}" if col == "id" else f"{col} {direction}, id {direction}"
+    # River's JobList as its ports and harness leaf List/CursorInterchange have it: "col dir, id dir"
+    # with Postgres's NULL placement on both databases (last ascending, first descending), and a
+    # cursor value of None standing on a NULL of col (on an id listing, ids alone decide).
+    if col == "id":
+        return f"id {direction}", [] if intent.after is None else [f"id {cmp} {b.p(intent.after[1])}"]
+    order = f"{col} {direction} NULLS {'FIRST' if intent.descending else 'LAST'}, id {direction}"
     where: list[str] = []
     if intent.after is not None:
         value, after_id = intent.after
         if value is None:
-            where.append(f"id {cmp} {b.p(after_id)}")
+            # Past a NULL: the NULLs after it by id, and descending every non-NULL.
+            rest = f" OR {col} IS NOT NULL" if intent.descending else ""
+            where.append(f"(({col} IS NULL AND id {cmp} {b.p(after_id)}){rest})")
         else:
+            # Past a value: later values, its ties by id, and ascending every NULL.
+            rest = "" if intent.descending else f" OR {col} IS NULL"
             where.append(
                 f"({col} {cmp} {bind_time(b, value)} OR ({col} = {bind_time(b, value)}"
-                f" AND id {cmp} {b.p(after_id)}))"
+                f" AND id {cmp} {b.p(after_id)}){rest})"
             )
     return order, where

@@ -299,7 +299,8 @@ class Adapter:
         else:
             with database.executor(readonly=True) as executor:
                 rows = executor.run(intent)
-        cursor = go_job_list_cursor(rows[-1], params.order_by or "id") if rows else None
+        cursor = (go_job_list_cursor(rows[-1], params.order_by or "id", states=params.states or None)
+                  if rows else None)
         return {"cursor": cursor, "jobs": self.jobs(rows, params.schema, tx)}
 
     def queue(self, raw: Any) -> None:

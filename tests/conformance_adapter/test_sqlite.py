@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
+from river_db.sqlite import connect_sqlite
 from river_tools.conformance_adapter import jsonrpc
 from tests.conformance_adapter.adapter_process import AdapterProcess, echo, wait_for
 
@@ -26,8 +26,9 @@ def test_sqlite_methods_over_stdio(tmp_path: Path) -> None:
         # A skipped insert returns the stored job, its kind kept (Unique/SkipKeepsExistingKind).
         keep = echo("keeps kind", queue="nowhere", unique={"by_args": True, "exclude_kind": True})
         kept = first.insert(keep)[0]["job"]
-        with sqlite3.connect(path) as conn:
-            conn.execute("UPDATE river_job SET kind = 'other_kind' WHERE id = ?", (kept["id"],))
+        conn = connect_sqlite(path)
+        conn.execute("UPDATE river_job SET kind = 'other_kind' WHERE id = ?", (kept["id"],))
+        conn.close()
         stored = first.call("list", {"ids": [kept["id"]]})["jobs"][0]
         assert stored["kind"] == "other_kind"
         assert second.insert(keep) == [{"job": stored, "unique_skipped_as_duplicate": True}]

@@ -1060,10 +1060,36 @@ def test_list_jobs_go_keyset(db: DB) -> None:
     assert listed(order_by="finalized_at", filter=finalized) == [ids[1], ids[2], ids[0]]
     assert listed(order_by="finalized_at", filter=finalized, after=(T0, ids[1])) == [ids[2], ids[0]]
     assert listed(order_by="finalized_at", filter=finalized, descending=True, after=(T0, ids[2])) == [ids[1]]
-    # Go's zero cursor time: ids alone decide, whatever the order column.
-    assert listed(order_by="finalized_at", filter=finalized, after=(None, ids[1])) == [ids[2]]
     assert listed(order_by="attempted_at", filter=JobListFilter(states=(S.RUNNING,))) == [ids[3]]
+    # Ordering by id, ids alone decide.
     assert listed(order_by="id", descending=True, after=(None, ids[2])) == [ids[1], ids[0]]
+
+
+def test_list_jobs_go_keyset_places_nulls_as_postgres_does(db: DB) -> None:
+    # Newer River (harness leaf List/CursorInterchange): NULLs last ascending, first descending,
+    # on both databases, and a cursor standing on a NULL (value None) pages on past it.
+    rows = put(
+        db,
+        full(state=S.AVAILABLE),
+        full(state=S.CANCELLED, finalized_at=T0 + timedelta(seconds=1)),
+        full(state=S.AVAILABLE),
+        full(state=S.CANCELLED, finalized_at=T0),
+    )
+    ids = [r.id for r in rows]
+
+    def listed(**kw: Any) -> list[int]:
+        return [j.id for j in db.run(ListJobs(go_keyset=True, order_by="finalized_at", **kw))]
+
+    assert listed() == [ids[3], ids[1], ids[0], ids[2]]
+    assert listed(descending=True) == [ids[2], ids[0], ids[1], ids[3]]
+    # Ascending, past a value: later values, then every NULL.
+    assert listed(after=(T0, ids[3])) == [ids[1], ids[0], ids[2]]
+    # Ascending, past a NULL: the later NULLs only.
+    assert listed(after=(None, ids[0])) == [ids[2]]
+    # Descending, past a NULL: the earlier NULLs, then every value.
+    assert listed(descending=True, after=(None, ids[2])) == [ids[0], ids[1], ids[3]]
+    # Descending, past a value: earlier values only, no NULL.
+    assert listed(descending=True, after=(T0 + timedelta(seconds=1), ids[1])) == [ids[3]]
 
 
 @_only("postgres")

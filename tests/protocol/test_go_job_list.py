@@ -55,11 +55,27 @@ def test_cursor_times_are_the_sort_value_in_gos_format() -> None:
     assert _decoded(go_job_list_cursor(_job(), "scheduled_at"))["time"] == "2099-01-01T00:00:01.12Z"
     done = _job(state=JobState.CANCELLED, finalized_at=T)
     assert _decoded(go_job_list_cursor(done, "finalized_at"))["time"] == "2099-01-01T00:00:01.12Z"
-    # "time": the column of the job's own state.
+    # "time": the first listed state's column, whatever the job's own state (newer River;
+    # River Go v0.43 took the job's own state's column).
     running = _job(state=JobState.RUNNING, attempted_at=datetime(2030, 5, 6, tzinfo=UTC))
-    assert _decoded(go_job_list_cursor(running, "time"))["time"] == "2030-05-06T00:00:00Z"
-    assert _decoded(go_job_list_cursor(done, "time"))["sort_field"] == "time"
-    assert decode_go_job_list_cursor(go_job_list_cursor(done, "time")) == (T, done.id)
+    assert _decoded(go_job_list_cursor(running, "time", states=["running"]))["time"] == "2030-05-06T00:00:00Z"
+    # Go's default states start with available: scheduled_at.
+    assert _decoded(go_job_list_cursor(running, "time"))["time"] == "2099-01-01T00:00:01.12Z"
+    assert _decoded(go_job_list_cursor(done, "time", states=["available", "cancelled"]))["time"] \
+        == "2099-01-01T00:00:01.12Z"
+    assert _decoded(go_job_list_cursor(done, "time", states=["cancelled"]))["sort_field"] == "time"
+    assert decode_go_job_list_cursor(go_job_list_cursor(done, "time", states=["cancelled"])) == (T, done.id)
+
+
+def test_a_null_sort_value_is_gos_zero_time() -> None:
+    retried = _job(state=JobState.AVAILABLE)  # no finalized_at
+    for cursor in (go_job_list_cursor(retried, "time", states=["cancelled", "available"]),
+                   go_job_list_cursor(retried, "finalized_at")):
+        assert _decoded(cursor)["time"] == "0001-01-01T00:00:00Z"
+        assert decode_go_job_list_cursor(cursor) == (None, retried.id)
+    # A null time reads the same.
+    null_time = base64.urlsafe_b64encode(b'{"id":5,"sort_field":"finalized_at","time":null}').decode()
+    assert decode_go_job_list_cursor(null_time) == (None, 5)
 
 
 def test_time_orders_by_the_first_listed_states_column() -> None:
