@@ -55,8 +55,10 @@ def _key(alias: str, key: str) -> str:
 
 
 def _deps_json(alias: str) -> str:
-    value = f"json_extract({alias}.metadata, '$.\"{DEPS}\"')"
-    return f"CASE WHEN json_type({alias}.metadata, '$.\"{DEPS}\"') = 'array' THEN {value} ELSE '[]' END"
+    """The task's deps as a JSON array (``[]`` when the key is missing or not an array)."""
+    q = f"{alias}." if alias else ""
+    value = f"json_extract({q}metadata, '$.\"{DEPS}\"')"
+    return f"CASE WHEN json_type({q}metadata, '$.\"{DEPS}\"') = 'array' THEN {value} ELSE '[]' END"
 
 
 def _select(d: Any, intent: PromoteWorkflowTasks) -> Plan[list[tuple[Any, ...]]]:
@@ -73,10 +75,8 @@ def _select(d: Any, intent: PromoteWorkflowTasks) -> Plan[list[tuple[Any, ...]]]
                          f"AND f.finalized_at >= {b.p(sqlite_time(intent.finished_since))} "
                          f"AND {_key('f', WORKFLOW_ID)} IS NOT NULL")
         where += f" AND {_key('', WORKFLOW_ID)} IN ({' UNION '.join(among)})"
-    deps = (f"CASE WHEN json_type(metadata, '$.\"{DEPS}\"') = 'array' "
-            f"THEN json_extract(metadata, '$.\"{DEPS}\"') ELSE '[]' END")
     found = yield Statement(f"""
-        SELECT id, {_key('', WORKFLOW_ID)}, {_key('', TASK)}, attempt, {deps},
+        SELECT id, {_key('', WORKFLOW_ID)}, {_key('', TASK)}, attempt, {_deps_json('')},
                coalesce({_key('', IGNORE_CANCELLED_DEPS)}, 0) = 1,
                coalesce({_key('', IGNORE_DISCARDED_DEPS)}, 0) = 1
         FROM {d.prefix}river_job WHERE {where}
