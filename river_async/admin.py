@@ -38,7 +38,7 @@ from river_protocol.admin import cancel_intent as _cancel_intent
 from river_protocol.client_core import QueueConfig
 from river_protocol.errors import ValidationError
 from river_protocol.flow_control import QueueLimits
-from river_protocol.flow_intents import GetFlowStatus, QueueFlowStatus, UpdateQueueLimits
+from river_protocol.flow_intents import GetFlowStatus, QueueFlowStatus, update_limits_intent
 from river_protocol.intents import (
     CountJobs,
     DeleteJob,
@@ -51,7 +51,6 @@ from river_protocol.intents import (
     RetryJob,
 )
 from river_protocol.job import JobRow
-from river_protocol.options import validate_queue_name
 from river_protocol.states import JobState
 from river_protocol.workflow import (
     WorkflowSummary,
@@ -265,10 +264,7 @@ class QueuesAPI(_Admin):
         """Replace queue ``name``'s flow-control limits (docs/guides/flow-control.md): every
         client's next claim of the queue obeys them; its partitions stay as configured. A client
         that starts later writes its own configured limits again."""
-        if not isinstance(limits, QueueLimits):
-            raise ValidationError(f"limits must be a QueueLimits, got {type(limits).__name__}")
-        validate_queue_name(name)
-        await self._run((UpdateQueueLimits(name, limits),), tx)
+        await self._run((update_limits_intent(name, limits),), tx)
 
     async def flow_status(self, *, top: int = 5, tx: Any = None) -> builtins.list[QueueFlowStatus]:
         """Every queue with flow-control limits: the limits, its running jobs and its ``top``

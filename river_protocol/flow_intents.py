@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from river_protocol.errors import ValidationError
 from river_protocol.flow_control import FlowControl, PartitionConfig, QueueLimits
 from river_protocol.intents import ClaimJobs, Intent
+from river_protocol.options import validate_queue_name
 
 MIGRATE_HINT = "run `river migrate-up --line python`"
 
@@ -76,6 +78,15 @@ class UpdateQueueLimits(Intent):
     queue: str
     limits: QueueLimits
     transactional = True
+
+
+def update_limits_intent(queue: str, limits: QueueLimits) -> UpdateQueueLimits:
+    """``UpdateQueueLimits`` for a change asked at runtime (``client.queues.set_limits``,
+    ``river queues set-limit``): a typed error, nothing written, for a bad name or limits."""
+    if not isinstance(limits, QueueLimits):
+        raise ValidationError(f"limits must be a QueueLimits, got {type(limits).__name__}")
+    validate_queue_name(queue)
+    return UpdateQueueLimits(queue, limits)
 
 
 @dataclass(frozen=True, slots=True)

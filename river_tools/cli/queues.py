@@ -15,7 +15,7 @@ from typing import Any
 from river_db.executor import Executor
 from river_protocol.errors import MigrationError, QueueNotFoundError, ValidationError
 from river_protocol.flow_control import QueueLimits
-from river_protocol.flow_intents import GetFlowStatus, QueueFlowStatus, UpdateQueueLimits
+from river_protocol.flow_intents import GetFlowStatus, QueueFlowStatus, update_limits_intent
 from river_protocol.intents import CountJobs, ListQueues, Notify, PauseQueue, QueueRow, ResumeQueue
 from river_protocol.machines.notifications import TOPIC_CONTROL, build_pause, build_resume
 from river_protocol.states import JobState
@@ -128,7 +128,7 @@ def cmd_set_limit(args: argparse.Namespace) -> int:
         try:
             limits = merge(current, global_limit=args.global_limit, local_limit=args.local_limit,
                            rate=args.rate)
-            ex.run(UpdateQueueLimits(args.name, limits))
+            ex.run(update_limits_intent(args.name, limits))
         except (MigrationError, ValidationError, argparse.ArgumentTypeError) as exc:
             raise CommandFailed(str(exc)) from None
     if args.json:

@@ -13,7 +13,7 @@ import pytest
 
 from river_db.migrator import Migrator
 from river_protocol.flow_control import PartitionConfig, QueueLimits
-from river_protocol.flow_intents import SetQueueLimits
+from river_protocol.flow_intents import ListQueueLimits, SetQueueLimits
 from river_protocol.intents import FullJobRow, InsertFullJobs, UpsertQueue
 from river_protocol.states import JobState
 from river_tools.cli.main import main
@@ -44,6 +44,16 @@ def test_set_limit_needs_the_python_line(capsys: pytest.CaptureFixture[str], db:
     code, out, err = run(capsys, db, "queues", "set-limit", "mail", "--global-limit", "2")
     assert code != 0 and out == ""
     assert "river migrate-up --line python" in err
+
+
+def test_set_limit_refuses_a_bad_queue_name_and_writes_nothing(
+    capsys: pytest.CaptureFixture[str], db: DB
+) -> None:
+    with Migrator(db.url, line="python") as m:
+        m.migrate_up()
+    code, out, err = run(capsys, db, "queues", "set-limit", "no spaces", "--global-limit", "2")
+    assert code != 0 and out == "" and "queue name is invalid" in err
+    assert db.run(ListQueueLimits()) == []
 
 
 def test_set_limit_and_list(capsys: pytest.CaptureFixture[str], db: DB) -> None:

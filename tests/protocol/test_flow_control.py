@@ -25,7 +25,12 @@ from river_protocol.flow_control import (
     choose_claims,
     scan_size,
 )
-from river_protocol.flow_intents import ClaimLimitedJobs, SetQueueLimits
+from river_protocol.flow_intents import (
+    ClaimLimitedJobs,
+    SetQueueLimits,
+    UpdateQueueLimits,
+    update_limits_intent,
+)
 from river_protocol.intents import ClaimJobs, QueueRow
 from river_protocol.job import JobRow
 from river_protocol.machines.base import IntentSucceeded, Tick
@@ -232,3 +237,14 @@ def test_completions_of_limited_queues_ask_for_a_fetch() -> None:
     unlimited = ClientCore(ClientConfig(client_id="c", dialect="postgres", queues={"plain": QueueConfig()}),
                            _workers(), Rng())
     assert unlimited.limited_queues_freed([done("plain")]) == ()
+
+
+def test_a_runtime_change_of_limits_is_checked_before_anything_is_written() -> None:
+    limits = QueueLimits(global_limit=3)
+    assert update_limits_intent("mail", limits) == UpdateQueueLimits("mail", limits)
+    with pytest.raises(ValidationError, match="queue name is invalid"):
+        update_limits_intent("no spaces", limits)
+    with pytest.raises(ValidationError, match="queue name cannot be empty"):
+        update_limits_intent("", limits)
+    with pytest.raises(ValidationError, match="limits must be a QueueLimits, got dict"):
+        update_limits_intent("mail", {"global_limit": 3})  # type: ignore[arg-type]
