@@ -52,10 +52,12 @@ def required_versions(dialect: str) -> tuple[int, ...]:
     return tuple(m.version for m in migrations_for(dialect, LINE_MAIN))
 
 
-def migrate_command(database_url: str | None, schema: str | None) -> str:
-    """The command that migrates the client's database (``URL`` when the client was given no URL)."""
+def migrate_command(database_url: str | None, schema: str | None, line: str = LINE_MAIN) -> str:
+    """The command that migrates the client's database (``URL`` when the client was given no URL),
+    on migration line ``line``."""
     command = f"river migrate-up --database-url {database_url or 'URL'}"
-    return command + (f" --schema {schema}" if schema else "")
+    command += f" --schema {schema}" if schema else ""
+    return command + (f" --line {line}" if line != LINE_MAIN else "")
 
 
 def schema_problem(

@@ -19,6 +19,7 @@ from river_db.connect import open_connection
 from river_db.migrator import Migrator
 from river_db.urls import explain_sqlite_path, missing_sqlite_file, parse_database_url
 from river_protocol.migrations import migrations_for
+from river_protocol.schema_check import migrate_command
 from river_tools.cli.main import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -98,7 +99,7 @@ def check_health(url: str, *, schema: str | None = None, line: str = "main",
         return found("unreachable", f"the database answered with an error: {_one_line(exc)}")
     finally:
         conn.close()
-    fix = f"run `river migrate-up --database-url {shown}" + (f" --line {line}`" if line != "main" else "`")
+    fix = f"run `{migrate_command(shown, schema, line)}`"
     if not applied:
         where = f" in schema {schema!r}" if schema else ""
         return found("unmigrated", f"River's tables are missing{where} (no migration of line {line!r} "

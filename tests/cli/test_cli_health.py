@@ -58,6 +58,13 @@ def test_an_unmigrated_database_is_refused_with_the_fix(
                           "run `river migrate-up --database-url ")
 
 
+@pytest.mark.postgres
+def test_the_fix_names_the_schema_checked(scratch_pg_url: str) -> None:
+    result = check_health(scratch_pg_url, schema="jobs")
+    assert result.status == "unmigrated"
+    assert result.reason.endswith(f"run `river migrate-up --database-url {scratch_pg_url} --schema jobs`")
+
+
 def test_an_old_schema_is_refused_with_both_versions(
     empty_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

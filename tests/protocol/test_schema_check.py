@@ -54,3 +54,5 @@ def test_tables_a_later_version_drops_or_renames_are_not_reported_missing() -> N
 def test_migrate_command() -> None:
     assert migrate_command("sqlite://a.db", None) == "river migrate-up --database-url sqlite://a.db"
     assert migrate_command(None, "s") == "river migrate-up --database-url URL --schema s"
+    assert migrate_command("sqlite://a.db", "s", "python") == (
+        "river migrate-up --database-url sqlite://a.db --schema s --line python")
