@@ -43,10 +43,6 @@ DEPS = "river_py:deps"
 IGNORE_CANCELLED_DEPS = "river_py:ignore_cancelled_deps"
 IGNORE_DISCARDED_DEPS = "river_py:ignore_discarded_deps"
 
-WORKFLOW_KEYS = frozenset({
-    WORKFLOW_ID, WORKFLOW_NAME, TASK, DEPS, IGNORE_CANCELLED_DEPS, IGNORE_DISCARDED_DEPS,
-})
-
 TASK_NAME_MAX_LEN = 200
 WORKFLOW_ID_RE = re.compile(r"\A[A-Za-z0-9_.:\-]{1,100}\Z")
 
