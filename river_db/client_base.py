@@ -59,7 +59,7 @@ from river_protocol.lifecycle import ClientState, Lifecycle
 from river_protocol.machines.base import Event as MachineEvent
 from river_protocol.machines.completer import CompleterOutput
 from river_protocol.machines.notifications import parse_finished
-from river_protocol.machines.producer import JobFinished, ProducerOutput, TriggerFetch
+from river_protocol.machines.producer import JobFinished, ProducerOutput, SlotsFreed, TriggerFetch
 from river_protocol.machines.workflow_promoter import PromoterOutput, TasksFinalized, finalized_tasks
 from river_protocol.outcomes import Completed, Outcome
 from river_protocol.retry import RetryPolicy
@@ -352,7 +352,7 @@ class ClientBase:
             for queue in self._core.limited_queues_freed(out.completions):
                 producer = self._producers.get(queue)
                 if producer is not None:
-                    producer.post(TriggerFetch())
+                    producer.post(SlotsFreed())
         if out.completions and self._promoter is not None:
             tasks = finalized_tasks(c.job for c in out.completions)
             if tasks:

@@ -37,6 +37,7 @@ from river_protocol.intents import (
     GetCancelRequested,
     GetQueue,
     Intent,
+    Notify,
     QueueRow,
     ReconcileClaim,
     UpsertQueue,
@@ -62,7 +63,9 @@ from river_protocol.machines.notifications import (
     ACTION_METADATA_CHANGED,
     ACTION_PAUSE,
     ACTION_RESUME,
+    TOPIC_INSERT,
     ControlPayload,
+    build_insert,
 )
 from river_protocol.metadata_keys import CANCEL_ATTEMPTED_AT
 
@@ -107,6 +110,14 @@ class ControlMessage(Event):
 @dataclass(frozen=True, slots=True)
 class TriggerFetch(Event):
     """A local poke, e.g. after this client's own insert when no listener exists."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotsFreed(Event):
+    """Flow control: completions of this queue's jobs were just written, freeing slots of its
+    limits on every client. The producer fetches again and, when clients hear notifications,
+    announces the queue on ``river_insert`` (at most once per fetch cooldown) so that other
+    clients fetch too instead of waiting for their next poll."""
 
 
 @quick_init
@@ -257,6 +268,11 @@ class Producer(Machine):
         (_S.RUNNING, Tick): to(_S.RUNNING, via="_on_tick"),
         (_S.RUNNING, InsertNotification): to(_S.RUNNING, via="_on_insert_notification"),
         (_S.RUNNING, TriggerFetch): to(_S.RUNNING, via="_on_trigger"),
+        (_S.RUNNING, SlotsFreed): to(_S.RUNNING, via="_on_slots_freed"),
+        **{(s, SlotsFreed): to(s, via="_ignore") for s in (_S.NEW, _S.STARTING, _S.STOPPING, _S.STOPPED)},
+        # The announcement of freed slots is best effort: a lost one costs a poll interval.
+        **{(s, (r, Notify)): to(s, via="_ignore") for s in (_S.RUNNING, _S.STOPPING, _S.STOPPED)
+           for r in (_OK, _FAIL)},
         (_S.RUNNING, ControlMessage): to(_S.RUNNING, via="_on_control"),
         (_S.RUNNING, (_OK, GetQueue)): to(_S.RUNNING, via="_on_settings"),
         # Poll-only: cancellations of running jobs, read with the settings (§12.6).
@@ -342,6 +358,7 @@ class Producer(Machine):
         self._claimed_since: datetime | None = None
         self._claimed_last_ids: frozenset[int] = frozenset()
         self._reconcile_pending = False
+        self._announced_at: datetime | None = None  # the last SlotsFreed announcement
         # When the last claim answered (rows or none): a health check's "when did it last fetch".
         self.last_fetched_at: datetime | None = None
 
@@ -520,6 +537,16 @@ class Producer(Machine):
 
     def _on_trigger(self, event: TriggerFetch, now: datetime) -> None:
         self._trigger(now)
+
+    def _on_slots_freed(self, event: SlotsFreed, now: datetime) -> None:
+        self._trigger(now)
+        if self._poll_only or self._flight_of(Notify) is not None:
+            return
+        if self._announced_at is not None and now - self._announced_at < self.config.fetch_cooldown:
+            return
+        self._announced_at = now
+        self._emit(Notify(topic=TOPIC_INSERT, payloads=(build_insert(self.config.queue),)),
+                   HOT_STATEMENT_TIMEOUT)
 
     def _on_claimed(self, event: IntentSucceeded, now: datetime) -> None:
         self._claim_failures = 0

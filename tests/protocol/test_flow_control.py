@@ -248,3 +248,27 @@ def test_a_runtime_change_of_limits_is_checked_before_anything_is_written() -> N
         update_limits_intent("", limits)
     with pytest.raises(ValidationError, match="limits must be a QueueLimits, got dict"):
         update_limits_intent("mail", {"global_limit": 3})  # type: ignore[arg-type]
+
+
+def test_freed_slots_fetch_again_and_are_announced_once_per_cooldown() -> None:
+    from river_protocol.intents import Notify
+    from river_protocol.machines.notifications import TOPIC_INSERT, build_insert
+    from river_protocol.machines.producer import SlotsFreed
+
+    p = _started(FlowControl(ConcurrencyConfig(global_limit=1)))
+    (claim,) = [i for i in p.in_flight if isinstance(i, ClaimLimitedJobs)]
+    p.handle(IntentSucceeded(claim, []), T0)
+    later = T0 + timedelta(seconds=1)
+    out = p.handle(SlotsFreed(), later)
+    assert {type(i) for i in out.intents} == {ClaimLimitedJobs, Notify}
+    (notify,) = [i for i in out.intents if isinstance(i, Notify)]
+    assert notify == Notify(topic=TOPIC_INSERT, payloads=(build_insert("q"),))
+    p.handle(IntentSucceeded(notify, None), later)
+    again = p.handle(SlotsFreed(), later + timedelta(milliseconds=1))  # within the cooldown
+    assert not [i for i in again.intents if isinstance(i, Notify)]
+    # A producer no notification reaches announces nothing (no one would hear it).
+    quiet = Producer(ProducerConfig(queue="q", client_id="c", max_workers=3, poll_only=True,
+                                    flow=FlowControl(ConcurrencyConfig(global_limit=1))), Rng())
+    (upsert,) = quiet.handle(Start(), T0).intents
+    quiet.handle(IntentSucceeded(upsert, QueueRow("q", T0, {}, None, T0)), T0)
+    assert not [i for i in quiet.handle(SlotsFreed(), later).intents if isinstance(i, Notify)]
