@@ -522,6 +522,11 @@ def list_workflows_intent(limit: int = 100, before: datetime | None = None) -> A
 
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
         raise ValidationError(f"limit must be 1 to 10000, got {limit!r}")
+    if before is not None:
+        if not isinstance(before, datetime):
+            raise ValidationError(f"before must be a datetime, got {type(before).__name__}")
+        if before.utcoffset() is None:  # compared with stored UTC times: a naive one means nothing
+            raise ValidationError(f"before must carry its offset, got {before.isoformat()}")
     return ListWorkflows(limit=limit, before_created_at=before)
 
 

@@ -52,6 +52,7 @@ from river_protocol.workflow import (
     WorkflowTaskFailedError,
     completed_outputs,
     decide,
+    list_workflows_intent,
     task_info,
     task_output,
     tasks_by_name,
@@ -450,3 +451,15 @@ def test_a_promotion_that_moved_nothing_holds_the_next_back() -> None:
     (free,) = m.handle(TasksFinalized(tasks=(("w", "p6"),)), later).intents
     m.handle(IntentSucceeded(free, PromotionResult(0, 0)), later)  # looked at nothing: no hold
     assert len(m.handle(TasksFinalized(tasks=(("w", "p7"),)), later).intents) == 1
+
+
+def test_list_workflows_intent_checks_the_page_and_the_cursor_time() -> None:
+    intent = list_workflows_intent(10, T0)
+    assert (intent.limit, intent.before_created_at) == (10, T0)
+    assert list_workflows_intent().before_created_at is None
+    with pytest.raises(ValidationError, match="limit must be 1 to 10000"):
+        list_workflows_intent(0)
+    with pytest.raises(ValidationError, match="before must carry its offset, got 2026-01-01T00:00:00"):
+        list_workflows_intent(10, T0.replace(tzinfo=None))
+    with pytest.raises(ValidationError, match="before must be a datetime, got str"):
+        list_workflows_intent(10, "2026-01-01")  # type: ignore[arg-type]

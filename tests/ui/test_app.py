@@ -396,6 +396,8 @@ def test_workflows_are_listed_with_their_state_and_counts(shared_web: TestClient
     )
     bad = shared_web.get("/workflows?before=yesterday")
     assert bad.status_code == 400 and "ISO 8601" in bad.text
+    bad = shared_web.get("/workflows?before=2000-01-01T00:00:00")  # refused by client.workflows.list
+    assert bad.status_code == 400 and "before must carry its offset, got 2000-01-01T00:00:00" in bad.text
 
 
 def test_a_workflow_page_draws_its_tasks_as_a_graph(shared_web: TestClient) -> None:
