@@ -108,3 +108,11 @@ class GetFlowStatus(Intent):
     partitions (``[]`` when the python line is not applied)."""
 
     top: int = 5
+
+
+def flow_status_intent(top: int = 5) -> GetFlowStatus:
+    """``GetFlowStatus`` as ``client.queues.flow_status(top=)`` asks it: ``top`` a whole number
+    from 0 (a negative LIMIT fails on Postgres and means none on SQLite)."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise ValidationError(f"top must be a whole number, 0 or more, got {top!r}")
+    return GetFlowStatus(top)

@@ -39,7 +39,7 @@ from river_protocol.admin import cancel_intent as _cancel_intent
 from river_protocol.client_core import QueueConfig
 from river_protocol.errors import ValidationError
 from river_protocol.flow_control import QueueLimits
-from river_protocol.flow_intents import GetFlowStatus, QueueFlowStatus, update_limits_intent
+from river_protocol.flow_intents import QueueFlowStatus, flow_status_intent, update_limits_intent
 from river_protocol.intents import (
     CountJobs,
     DeleteJob,
@@ -265,7 +265,8 @@ class QueuesAPI(_Admin):
     def flow_status(self, *, top: int = 5, tx: Any = None) -> builtins.list[QueueFlowStatus]:
         """Every queue with flow-control limits: the limits, its running jobs and its ``top``
         busiest partitions with their running counts (``[]`` without the python line)."""
-        rows: builtins.list[QueueFlowStatus] = self._run((GetFlowStatus(top),), tx, readonly=True)[0]
+        intent = flow_status_intent(top)
+        rows: builtins.list[QueueFlowStatus] = self._run((intent,), tx, readonly=True)[0]
         return rows
 
     def worked(self) -> dict[str, QueueConfig]:

@@ -27,8 +27,10 @@ from river_protocol.flow_control import (
 )
 from river_protocol.flow_intents import (
     ClaimLimitedJobs,
+    GetFlowStatus,
     SetQueueLimits,
     UpdateQueueLimits,
+    flow_status_intent,
     update_limits_intent,
 )
 from river_protocol.intents import ClaimJobs, QueueRow
@@ -272,3 +274,11 @@ def test_freed_slots_fetch_again_and_are_announced_once_per_cooldown() -> None:
     (upsert,) = quiet.handle(Start(), T0).intents
     quiet.handle(IntentSucceeded(upsert, QueueRow("q", T0, {}, None, T0)), T0)
     assert not [i for i in quiet.handle(SlotsFreed(), later).intents if isinstance(i, Notify)]
+
+
+def test_flow_status_asks_for_a_whole_number_of_busiest_partitions() -> None:
+    assert flow_status_intent() == GetFlowStatus(5)
+    assert flow_status_intent(0) == GetFlowStatus(0)
+    for bad in (-1, True, 2.5, "3"):
+        with pytest.raises(ValidationError, match="top must be a whole number, 0 or more"):
+            flow_status_intent(bad)  # type: ignore[arg-type]
