@@ -47,7 +47,7 @@ class Run:
     global_limit: int
     max_workers: int = 20
     job_ms: int = 5
-    kill_after: int | None = None  # completed jobs before one process is SIGKILLed
+    kill_after: int | None = None  # runs the first process starts before it is SIGKILLed
     rate: tuple[int, int] | None = None  # (allowed, period in ms) over the whole queue
     peak: Counter[str] = field(default_factory=Counter)
     samples: int = 0
@@ -106,25 +106,23 @@ def work(run: Run, records: Path) -> dict[int, int]:
         time.sleep(0.01)
     children = [
         subprocess.Popen(
-            [sys.executable, str(CHILD), driver, run.url, str(records), str(run.global_limit),
+            [sys.executable, str(CHILD), driver, run.url, str(_record(records, i)), str(run.global_limit),
              str(run.max_workers), str(run.job_ms), *(str(v) for v in run.rate or ())],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        for driver in run.drivers
+        for i, driver in enumerate(run.drivers)
     ]
     try:
         for child in children:
             assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         allowed = max(DEADLINE, run.jobs / 50)  # the full-size runs: 50 jobs/s at the very least
         deadline = time.monotonic() + allowed
-        killed = False
+        if run.kill_after is not None:
+            _kill_while_it_runs(children[0], _record(records, 0), run.kill_after, deadline)
         while True:
             done = _rows(run.url, f"SELECT count(*) FROM river_job WHERE state = 'completed'"
                                   f" AND queue = '{QUEUE}'")[0][0]
             if done == run.jobs:
                 break
-            if run.kill_after is not None and not killed and done >= run.kill_after:
-                children[0].send_signal(signal.SIGKILL)
-                killed = True
             assert time.monotonic() < deadline, f"{done} of {run.jobs} jobs completed in {allowed:.0f} s"
             time.sleep(0.05)
     finally:
@@ -139,7 +137,30 @@ def work(run: Run, records: Path) -> dict[int, int]:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-    return Counter(int(line) for line in records.read_text().split())
+    return Counter(int(line) for i in range(len(run.drivers))
+                   for line in _record(records, i).read_text().split())
+
+
+def _kill_while_it_runs(child: subprocess.Popen[str], record: Path, after: int, deadline: float) -> None:
+    """SIGKILL ``child`` the moment it starts a run, once it has started ``after``: it dies
+    holding that job (a run lasts JOB_MS), which must come back through the rescuer."""
+    seen: int | None = None
+    while True:
+        runs = len(record.read_text().split())
+        if seen is not None and runs > seen and runs >= after:
+            child.send_signal(signal.SIGKILL)
+            return
+        seen = runs
+        assert time.monotonic() < deadline, f"the process to kill started {runs} runs, not {after}"
+        time.sleep(0.001)
+
+
+def _record(records: Path, child: int) -> Path:
+    """The file where child ``child`` notes each run it starts (made empty on first use)."""
+    path = records.with_name(f"{records.name}.{child}")
+    if not path.exists():
+        path.write_text("")
+    return path
 
 
 def check(run: Run, executed: dict[int, int]) -> None:
@@ -155,6 +176,8 @@ def check(run: Run, executed: dict[int, int]) -> None:
     assert {job_id for job_id, n in executed.items() if n > 1} <= again
     if run.kill_after is None:
         assert again == set()
+    else:
+        assert again, "the killed process held no job: the rescue went untested"
 
 
 @pytest.fixture
@@ -177,7 +200,7 @@ def _migrate(url: str) -> None:
 @pytest.mark.postgres
 def test_postgres_three_processes_hold_the_limit_through_a_sigkill(pg_flow_url: str, tmp_path: Path) -> None:
     run = Run(pg_flow_url, ("sync", "trio", "asyncio"), jobs=600, partitions=10, global_limit=2,
-              kill_after=150)
+              job_ms=20, kill_after=40)
     check(run, work(run, tmp_path / "records"))
 
 
@@ -212,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("url")
     parser.add_argument("--full", action="store_true", help="4 processes, 20,000 jobs, 50 partitions")
-    parser.add_argument("--kill", action="store_true", help="SIGKILL one process a quarter of the way in")
+    parser.add_argument("--kill", action="store_true",
+                        help="SIGKILL one process about a quarter of the way into its share")
     parser.add_argument("--rate", action="store_true",
                         help="instead: jobs under allowed=50 per 1 s (1,500: a 30 s run), no other limit")
     parser.add_argument("--jobs", type=int, default=None, help="override the number of jobs")
@@ -230,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     jobs = args.jobs or (20_000 if args.full else 1000)
     run = Run(args.url, ("sync", "trio", "asyncio", "sync"), jobs=jobs, partitions=50 if args.full else 10,
-              global_limit=3, kill_after=jobs // 4 if args.kill else None)
+              global_limit=3, kill_after=jobs // 16 if args.kill else None)
     records = Path(args.records)
     records.write_text("")
     started = time.monotonic()
