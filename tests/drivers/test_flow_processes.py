@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -163,6 +164,16 @@ def _record(records: Path, child: int) -> Path:
     return path
 
 
+def _fresh_records(path: str | None) -> Path:
+    """The records file of a by-hand run, with no child's notes left from an earlier run (a stale
+    note would count as a run of this one)."""
+    records = Path(path) if path else Path(tempfile.mkdtemp(prefix="river-flow-")) / "flow-records.txt"
+    for stale in records.parent.glob(f"{records.name}.*"):
+        stale.unlink()
+    records.write_text("")
+    return records
+
+
 def check(run: Run, executed: dict[int, int]) -> None:
     assert run.samples > 10, "the sampler saw too little to mean anything"
     if run.global_limit:
@@ -240,13 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", action="store_true",
                         help="instead: jobs under allowed=50 per 1 s (1,500: a 30 s run), no other limit")
     parser.add_argument("--jobs", type=int, default=None, help="override the number of jobs")
-    parser.add_argument("--records", default="flow-records.txt")
+    parser.add_argument("--records", default=None,
+                        help="where the children note their runs (default: a new temporary directory)")
     args = parser.parse_args(argv)
     if args.rate:
         run = Run(args.url, ("sync", "trio", "asyncio"), jobs=args.jobs or 1500, partitions=10,
                   global_limit=0, rate=(50, 1000))
-        records = Path(args.records)
-        records.write_text("")
+        records = _fresh_records(args.records)
         check(run, work(run, records))
         worst, achieved = rate_report(args.url, 50, 1000)
         print(f"rate: at most {worst} starts in any 1 s window (allowed 50); achieved {achieved:.1f}/s "
@@ -255,8 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = args.jobs or (20_000 if args.full else 1000)
     run = Run(args.url, ("sync", "trio", "asyncio", "sync"), jobs=jobs, partitions=50 if args.full else 10,
               global_limit=3, kill_after=jobs // 16 if args.kill else None)
-    records = Path(args.records)
-    records.write_text("")
+    records = _fresh_records(args.records)
     started = time.monotonic()
     check(run, work(run, records))
     print(f"{jobs} jobs in {time.monotonic() - started:.1f} s; {run.samples} samples, peak per partition"
