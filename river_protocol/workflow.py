@@ -377,11 +377,14 @@ def wait_outcome(job: JobRow) -> JobRow | WorkflowTaskFailedError | None:
     return None
 
 
-def workflow_wait_outcome(jobs: Sequence[JobRow]) -> tuple[JobRow, ...] | WorkflowTaskFailedError | None:
+def workflow_wait_outcome(
+    jobs: Sequence[JobRow], workflow_id: str | None = None,
+) -> tuple[JobRow, ...] | WorkflowTaskFailedError | JobNotFoundError | None:
     """A wait for a whole workflow: its rows once all final with none failed, an error once all
-    are final and some failed, None while any is not final."""
+    are final and some failed, None while any is not final. No rows at all: a JobNotFoundError
+    naming ``workflow_id`` when it is given (a wait on a workflow that does not exist), else None."""
     if not jobs:
-        return None
+        return None if workflow_id is None else JobNotFoundError(f"workflow {workflow_id} has no tasks")
     if any(not j.state.finalized for j in jobs):
         return None
     failed = [j for j in jobs if is_failure(j.state)]

@@ -54,7 +54,7 @@ from river_protocol.client_core import (
     MaintenanceConfig,
     QueueConfig,
 )
-from river_protocol.errors import JobNotFoundError, RiverError, ValidationError
+from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import GetJob, GetQueue, InsertParams, InsertResult, ListWorkflowTasks
 from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
@@ -401,9 +401,7 @@ class Client(ClientBase):
 
         def read(db: Database) -> Any:
             rows = db.run(ListWorkflowTasks(workflow_id), readonly=True)
-            if not rows:
-                raise JobNotFoundError(f"workflow {workflow_id} has no tasks")
-            return None, workflow_wait_outcome(rows)
+            return None, workflow_wait_outcome(rows, workflow_id)
 
         return self._wait(read, {"workflow_id": workflow_id}, timeout,  # type: ignore[no-any-return]
                           f"workflow {workflow_id}")

@@ -232,6 +232,9 @@ def test_wait_outcomes() -> None:
     tasks = [dataclasses.replace(done, id=i, metadata={WORKFLOW_ID: "w", TASK: f"t{i}"}) for i in range(3)]
     assert workflow_wait_outcome(tasks) == tuple(tasks)
     assert workflow_wait_outcome([]) is None
+    # A wait naming a workflow that has no rows at all is told so (the clients raise it).
+    missing = workflow_wait_outcome([], "wf-missing")
+    assert isinstance(missing, JobNotFoundError) and "wf-missing" in str(missing)
     assert workflow_wait_outcome([*tasks, dataclasses.replace(done, state=JobState.PENDING)]) is None
     mixed = workflow_wait_outcome([*tasks[:2], dataclasses.replace(tasks[2], state=JobState.CANCELLED)])
     assert isinstance(mixed, WorkflowTaskFailedError) and "'t2' cancelled" in str(mixed)
