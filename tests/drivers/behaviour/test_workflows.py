@@ -135,6 +135,11 @@ def test_wait_times_out_with_a_typed_error(h: Harness, client_db_url: str) -> No
     assert timed_out.value.job is not None and timed_out.value.job.state is JobState.AVAILABLE
 
 
+def test_waiting_on_a_workflow_that_does_not_exist_is_refused(h: Harness, client_db_url: str) -> None:
+    with h.client(client_db_url) as client, pytest.raises(JobNotFoundError, match="wf-nowhere has no tasks"):
+        client.wait_workflow("wf-nowhere", timeout=WAIT)
+
+
 def test_leader_sweep_promotes_after_a_go_style_completion(h: Harness, client_db_url: str) -> None:
     """A dep completed by a plain UPDATE (as a Go client's completer writes it, no promotion of
     ours): the leader's sweep makes its dependent available, and it runs."""
