@@ -38,15 +38,15 @@ def conformance(session: nox.Session) -> None:
 @nox.session(python=PY)
 def lint(session: nox.Session) -> None:
     session.install("ruff")
-    session.run("ruff", "check", "river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_ui", "river_prometheus", "conformance", "tests", "examples", "tools")
-    # river_sync's generated modules must be what their river_async sources make (never hand-edited).
+    session.run("ruff", "check", "river_protocol", "river_db", "river_sync", "river_anyio", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_ui", "river_prometheus", "conformance", "tests", "examples", "tools")
+    # river_sync's generated modules must be what their river_anyio sources make (never hand-edited).
     session.run("python", "tools/async_to_sync.py", "--check")
 
 
 @nox.session(python=PY)
 def typecheck(session: nox.Session) -> None:
     session.install("-e", ".[otel,django,ui,prometheus]", "mypy")
-    session.run("mypy", "--strict", "river_protocol", "river_db", "river_sync", "river_async", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_ui", "river_prometheus")
+    session.run("mypy", "--strict", "river_protocol", "river_db", "river_sync", "river_anyio", "river_trio", "river_asyncio", "river_tools", "river_otel", "river_ui", "river_prometheus")
 
 
 @nox.session(python=PY)

@@ -1,4 +1,4 @@
-"""``river_asyncio.Client``: the async client (``river_async.client``) bound to asyncio.
+"""``river_asyncio.Client``: the async client (``river_anyio.client``) bound to asyncio.
 
 Its clock is the event loop's, and ``run`` refuses to start under another event loop.
 """
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from river_async import _backend
-from river_async import client as _shared
-from river_async.client import ClientStats, InsertManyParams, MaintenanceConfig, QueueConfig
+from river_anyio import _backend
+from river_anyio import client as _shared
+from river_anyio.client import ClientStats, InsertManyParams, MaintenanceConfig, QueueConfig
 
 
 class Client(_shared.Client):

@@ -1,4 +1,4 @@
-"""What ``river_sync.Client`` and ``river_async``'s client do alike, written once.
+"""What ``river_sync.Client`` and ``river_anyio``'s client do alike, written once.
 
 The constructor (one signature for both), the properties, configuration before
 start, the routing of notifications and machine outputs, the hand-off of a

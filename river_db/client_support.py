@@ -1,4 +1,4 @@
-"""Client logic that does not wait, shared by ``river_sync.Client`` and ``river_async``'s client.
+"""Client logic that does not wait, shared by ``river_sync.Client`` and ``river_anyio``'s client.
 
 The two clients differ in how they wait (threads and locks / trio tasks); what
 they build from their arguments and what they make of a machine's output is

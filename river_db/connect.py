@@ -1,9 +1,9 @@
 """Blocking DB-API connections, shared by both drivers.
 
-river_async drives the very same sync psycopg/SQLite connections as river_sync,
+river_anyio drives the very same sync psycopg/SQLite connections as river_sync,
 only from worker threads, so everything here that does not wait on a pool or a
 lock (opening, checking, resetting, reading pools and engines) lives once, here;
-``river_sync.database`` and ``river_async.database`` keep only their waiting.
+``river_sync.database`` and ``river_anyio.database`` keep only their waiting.
 """
 
 from __future__ import annotations

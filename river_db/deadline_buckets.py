@@ -7,7 +7,7 @@ dict operation, a finished run leaves its bucket at once rather than waiting for
 deadline, and only a new slot touches the heap.
 
 The waiting is the client's: the threaded client's watchdog sleeps on a Condition
-(river_sync), the async client's deadlines task in a cancel scope (river_async).
+(river_sync), the async client's deadlines task in a cancel scope (river_anyio).
 Each subclasses ``DeadlineBuckets`` and moves its waiter in ``_new_earliest``. There
 is no locking here: the threaded client calls under its lock, the async one from
 its event loop. Times are seconds on the client's clock (``time.monotonic()``, or

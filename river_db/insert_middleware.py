@@ -7,7 +7,7 @@ enqueued it.
 
 The chain is built alike for plain and async functions: each link returns what
 the next returns, and the driver awaits the outermost result or not. So one
-piece serves river_sync and river_async, and nothing here waits.
+piece serves river_sync and river_anyio, and nothing here waits.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The running jobs of one client and what happens to a run that outlives its timeout.
 
 Shared by both clients: ``river_sync`` runs every worker in a thread and
-``river_async`` runs sync workers in threads, and a thread cannot be killed.
+``river_anyio`` runs sync workers in threads, and a thread cannot be killed.
 At a run's job timeout its token is set; a worker that ignores it keeps its
 thread and its queue slot until it returns. If it is still running at
 ``ClientCore.stuck_after(timeout)`` (Go: timeout + 10 s) it is *stuck*: logged
@@ -10,7 +10,7 @@ moments; whether a run is still there, what is counted and what is logged is
 decided here, once.
 
 Not thread-safe by itself: ``river_sync`` calls it under its client lock,
-``river_async`` from its event loop's thread.
+``river_anyio`` from its event loop's thread.
 """
 
 from __future__ import annotations

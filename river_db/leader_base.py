@@ -1,7 +1,7 @@
 """What both drivers' ``LeaderDriver`` do alike: the periodic registry, reports and routing.
 
 A driver's ``LeaderDriver`` runs the elector and, while leading, the services,
-on threads (``river_sync``) or tasks (``river_async``); starting and stopping
+on threads (``river_sync``) or tasks (``river_anyio``); starting and stopping
 those runners is where they differ. Registering periodic jobs, reading the
 elector's output for what to log, routing leadership notifications and
 reporting service runs does not wait and lives here.

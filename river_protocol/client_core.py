@@ -1,6 +1,6 @@
 """The sans-IO half of a client: configuration, machines, inserts, routing, bookkeeping.
 
-A driver (threads in ``river_sync``, tasks in ``river_async``) owns one
+A driver (threads in ``river_sync``, tasks in ``river_anyio``) owns one
 ``ClientCore`` and does only I/O around it: it runs the machines the core
 builds, executes the intents the core plans, runs workers, and hands every
 finished run back through ``finish_job``. Every rule about jobs lives here or

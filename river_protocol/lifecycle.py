@@ -1,6 +1,6 @@
 """A client's lifecycle states and the moves between them, in one table for both drivers.
 
-``river_sync.Client`` and ``river_async``'s client start and stop differently (a
+``river_sync.Client`` and ``river_anyio``'s client start and stop differently (a
 thread per machine / tasks in a nursery), but they pass through the same
 states, so code and tests that look at ``client.state`` read the same on
 either. A move the table does not list is a bug in the driver and raises at

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import anyio
 
 # The graceful-shutdown loop is the async clients' own (first signal a soft stop, second a hard
-# stop, a third only logs). river_async imports no trio unless it runs under trio.
-from river_async.signals import DEFAULT_SIGNALS, run_until_signalled
+# stop, a third only logs). river_anyio imports no trio unless it runs under trio.
+from river_anyio.signals import DEFAULT_SIGNALS, run_until_signalled
 
 BACKENDS = ("trio", "asyncio")
 LOOPS = ("default", "uvloop")  # the asyncio backend's event loops

@@ -1,6 +1,6 @@
-"""Client.jobs and client.queues: ``river_async.admin``, kept at this import path."""
+"""Client.jobs and client.queues: ``river_anyio.admin``, kept at this import path."""
 
-from river_async.admin import (
+from river_anyio.admin import (
     JobsAPI,
     QueuesAPI,
 )

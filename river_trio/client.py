@@ -1,4 +1,4 @@
-"""``river_trio.Client``: the async client (``river_async.client``) bound to trio.
+"""``river_trio.Client``: the async client (``river_anyio.client``) bound to trio.
 
 Its clock is trio's (a ``trio.testing.MockClock`` drives every timeout), and
 ``run`` refuses to start under another event loop.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from river_async import _backend
-from river_async import client as _shared
-from river_async.client import (
+from river_anyio import _backend
+from river_anyio import client as _shared
+from river_anyio.client import (
     CANCEL_GRACE,
     DEADLINE_GRAIN,
     ClientStats,
@@ -19,7 +19,7 @@ from river_async.client import (
     QueueConfig,
     is_async_worker,
 )
-from river_async.resumable import resumable_middleware
+from river_anyio.resumable import resumable_middleware
 
 
 class Client(_shared.Client):

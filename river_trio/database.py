@@ -1,6 +1,6 @@
-"""AsyncDatabase, the pooled database handle: ``river_async.database``, kept at this import path."""
+"""AsyncDatabase, the pooled database handle: ``river_anyio.database``, kept at this import path."""
 
-from river_async.database import (
+from river_anyio.database import (
     DEFAULT_ACQUIRE_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_POOL_SIZE,

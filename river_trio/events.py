@@ -1,6 +1,6 @@
-"""Client events for subscribers: ``river_async.events``, kept at this import path."""
+"""Client events for subscribers: ``river_anyio.events``, kept at this import path."""
 
-from river_async.events import (
+from river_anyio.events import (
     Event,
     EventHub,
     Subscription,

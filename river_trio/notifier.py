@@ -1,6 +1,6 @@
-"""Receiving River notifications: ``river_async.notifier``, kept at this import path."""
+"""Receiving River notifications: ``river_anyio.notifier``, kept at this import path."""
 
-from river_async.notifier import (
+from river_anyio.notifier import (
     BUFFER_SIZE,
     PING_INTERVAL,
     SQLITE_POLL_INTERVAL,

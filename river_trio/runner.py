@@ -1,6 +1,6 @@
-"""One task driving one machine: ``river_async.runner``, kept at this import path."""
+"""One task driving one machine: ``river_anyio.runner``, kept at this import path."""
 
-from river_async.runner import MachineRunner, loop_deadline, utcnow
+from river_anyio.runner import MachineRunner, loop_deadline, utcnow
 
 trio_deadline = loop_deadline  # the trio clock reading at which utcnow() reaches a datetime
 

@@ -1,6 +1,6 @@
-"""Async executors inside a caller transaction: ``river_async.txadapt``, kept at this import path."""
+"""Async executors inside a caller transaction: ``river_anyio.txadapt``, kept at this import path."""
 
-from river_async.txadapt import (
+from river_anyio.txadapt import (
     executor_for_caller_tx,
 )
 

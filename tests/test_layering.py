@@ -4,8 +4,8 @@ The rules are read from that table (``may_import_table``), so the table and the 
 drift: each package may import the packages of ours its row names (and itself), ``nothing of
 ours`` means none, ``anything`` means no rule (``river_tools``). Beyond the table:
 
-- ``river_async`` imports, of the event loops, only AnyIO and sniffio at module level (trio and
-  asyncio lazily, in ``river_async._backend``, when running under them);
+- ``river_anyio`` imports, of the event loops, only AnyIO and sniffio at module level (trio and
+  asyncio lazily, in ``river_anyio._backend``, when running under them);
 - ``river_asyncio`` loads no trio module, even after running a client;
 - ``river_otel`` needs at run time only ``opentelemetry-api`` of OpenTelemetry.
 
@@ -52,7 +52,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
 def test_the_table_is_read_as_written() -> None:
     assert MAY_IMPORT["river_protocol"] == frozenset()
     assert MAY_IMPORT["river_tools"] is None
-    assert MAY_IMPORT["river_trio"] == {"river_async", "river_protocol", "river_db"}
+    assert MAY_IMPORT["river_trio"] == {"river_anyio", "river_protocol", "river_db"}
     assert MAY_IMPORT["river_otel"] == {"river_protocol", "river_db"}  # third-party names are no rule
     assert "conformance" in FORBIDDEN and "river_tools" not in FORBIDDEN
 
@@ -133,7 +133,7 @@ LOADED = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("package", ["river_db", "river_sync", "river_async", "river_trio", "river_asyncio",
+@pytest.mark.parametrize("package", ["river_db", "river_sync", "river_anyio", "river_trio", "river_asyncio",
                                      "river_otel", "river_ui", "river_prometheus"])
 def test_importing_a_package_loads_nothing_it_must_not_use(package: str) -> None:
     result = subprocess.run(
@@ -198,9 +198,9 @@ def test_the_checker_sees_only_module_level_imports() -> None:
 LOOP_MODULES = {"trio", "asyncio", "outcome"}
 
 
-@pytest.mark.parametrize("package", ["river_async", "river_asyncio"])
+@pytest.mark.parametrize("package", ["river_anyio", "river_asyncio"])
 def test_no_module_imports_an_event_loop_but_through_anyio(package: str) -> None:
-    # trio and asyncio come in lazily (river_async._backend), only under the loop that runs.
+    # trio and asyncio come in lazily (river_anyio._backend), only under the loop that runs.
     crossings = [
         f"{path.relative_to(ROOT)} imports {name} at module level"
         for _, path in _modules(package)

@@ -1,8 +1,8 @@
-"""river_sync's hand-written modules and their river_async twins mirror each other name for name
+"""river_sync's hand-written modules and their river_anyio twins mirror each other name for name
 (issue 8.4); river_trio and river_asyncio match with no difference at all (one implementation,
-river_async, bound to two event loops).
+river_anyio, bound to two event loops).
 
-The rest of river_sync is generated from river_async (tools/async_to_sync.py, checked by
+The rest of river_sync is generated from river_anyio (tools/async_to_sync.py, checked by
 tests/test_generated_sync.py), so it cannot drift; this file compares only what is still
 written twice: the client, its database handle and the signal loop. For each pair, the
 public names (``dir`` without a leading underscore, plus the context-manager and iteration

@@ -101,9 +101,9 @@ def test_documented_client_table_sentence_names_every_client() -> None:
 
 @pytest.mark.parametrize("driver", [river_trio, river_asyncio], ids=lambda m: m.__name__)
 def test_async_drivers_carry_a_version_and_their_event_loop(driver: Any) -> None:
-    import river_async
+    import river_anyio
 
-    assert driver.__version__ == river_async.__version__ and driver.__version__
+    assert driver.__version__ == river_anyio.__version__ and driver.__version__
     assert driver.__name__.removeprefix("river_") == driver.Client.ANYIO_BACKEND
 
 

@@ -1,4 +1,4 @@
-"""Generate river_sync modules from their river_async sources (one client source, two clients).
+"""Generate river_sync modules from their river_anyio sources (one client source, two clients).
 
     python tools/async_to_sync.py            # rewrite every generated module
     python tools/async_to_sync.py --check    # exit 1 naming each generated module that is stale
@@ -35,23 +35,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (source, output), relative to the repository root.
 GENERATED: tuple[tuple[str, str], ...] = (
-    ("river_async/admin.py", "river_sync/admin.py"),
-    ("river_async/context.py", "river_sync/context.py"),
-    ("river_async/database.py", "river_sync/database.py"),
-    ("river_async/events.py", "river_sync/events.py"),
-    ("river_async/exports.py", "river_sync/__init__.py"),
-    ("river_async/leadership.py", "river_sync/leadership.py"),
-    ("river_async/resumable.py", "river_sync/resumable.py"),
-    ("river_async/transactions.py", "river_sync/transactions.py"),
-    ("river_async/testing/__init__.py", "river_sync/testing/__init__.py"),
-    ("river_async/testing/assertions.py", "river_sync/testing/assertions.py"),
-    ("river_async/testing/inline.py", "river_sync/testing/inline.py"),
-    ("river_async/testing/work.py", "river_sync/testing/work.py"),
+    ("river_anyio/admin.py", "river_sync/admin.py"),
+    ("river_anyio/context.py", "river_sync/context.py"),
+    ("river_anyio/database.py", "river_sync/database.py"),
+    ("river_anyio/events.py", "river_sync/events.py"),
+    ("river_anyio/exports.py", "river_sync/__init__.py"),
+    ("river_anyio/leadership.py", "river_sync/leadership.py"),
+    ("river_anyio/resumable.py", "river_sync/resumable.py"),
+    ("river_anyio/transactions.py", "river_sync/transactions.py"),
+    ("river_anyio/testing/__init__.py", "river_sync/testing/__init__.py"),
+    ("river_anyio/testing/assertions.py", "river_sync/testing/assertions.py"),
+    ("river_anyio/testing/inline.py", "river_sync/testing/inline.py"),
+    ("river_anyio/testing/work.py", "river_sync/testing/work.py"),
 )
 
 # Whole identifiers (names, attributes, words in comments and docstrings).
 NAMES: dict[str, str] = {
-    "river_async": "river_sync",
+    "river_anyio": "river_sync",
     "AsyncBackend": "Backend",
     "AsyncDatabase": "Database",
     "AsyncExecutor": "Executor",
@@ -69,8 +69,8 @@ NAMES: dict[str, str] = {
 
 # Modules whose sync twin lives elsewhere than under the renamed package (checked before NAMES).
 MODULES: dict[str, str] = {
-    "river_async.executor": "river_db.executor",
-    "river_async.txadapt": "river_db.caller_tx",
+    "river_anyio.executor": "river_db.executor",
+    "river_anyio.txadapt": "river_db.caller_tx",
 }
 
 HEADER = (

@@ -1,6 +1,6 @@
 """What an inserted-job assertion expects and how it judges: shared by both drivers.
 
-``river_sync.testing.assertions`` and ``river_async.testing.assertions`` differ
+``river_sync.testing.assertions`` and ``river_anyio.testing.assertions`` differ
 only in how they read ``river_job``; given the jobs read, the verdict (the one
 match, or an ``AssertionError`` listing what was found) comes from the pure
 ``judge_*`` functions here.

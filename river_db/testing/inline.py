@@ -30,7 +30,7 @@ class InlineResult:
 
 class InlineBase:
     """What both drivers' ``InlineClient`` share: settings, the in-memory rows and the
-    checks; the subclasses (``river_async.testing.inline``, generated for river_sync) only run and wait."""
+    checks; the subclasses (``river_anyio.testing.inline``, generated for river_sync) only run and wait."""
 
     def __init__(
         self,

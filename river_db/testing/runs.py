@@ -1,6 +1,6 @@
 """The parts of a test run of a worker that do not wait, shared by both drivers.
 
-``river_sync.testing.work`` and ``river_async.testing.work`` run the worker their
+``river_sync.testing.work`` and ``river_anyio.testing.work`` run the worker their
 own way (calling thread / a task on the loop); choosing the job and workers, the
 configuration, the deadline, the verdict after the run and the ``WorkResult``
 are the same for both and live here.

@@ -1,6 +1,6 @@
-"""Assertions about inserted jobs: ``river_async.testing.assertions``, kept at this import path."""
+"""Assertions about inserted jobs: ``river_anyio.testing.assertions``, kept at this import path."""
 
-from river_async.testing.assertions import (
+from river_anyio.testing.assertions import (
     ExpectedJob,
     InsertedJob,
     jobs_of_kinds,

@@ -1,11 +1,11 @@
-"""Inline mode for trio code (``river_async.testing.inline``), making ``river_trio.Client``s."""
+"""Inline mode for trio code (``river_anyio.testing.inline``), making ``river_trio.Client``s."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from river_async.testing import inline as _shared
-from river_async.testing.inline import InlineResult
+from river_anyio.testing import inline as _shared
+from river_anyio.testing.inline import InlineResult
 from river_trio.client import Client
 
 

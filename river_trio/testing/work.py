@@ -1,6 +1,6 @@
-"""``work_once`` and ``work_with_client``: ``river_async.testing.work``, kept at this import path."""
+"""``work_once`` and ``work_with_client``: ``river_anyio.testing.work``, kept at this import path."""
 
-from river_async.testing.work import (
+from river_anyio.testing.work import (
     NoDatabaseError,
     OfflineClient,
     WorkResult,

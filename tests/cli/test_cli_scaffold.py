@@ -113,7 +113,7 @@ def test_refuses_to_overwrite(capsys: pytest.CaptureFixture[str], tmp_path: Path
     ("test_thing", [], "collected as tests"),
     ("email", [], "shadow"),
     ("river_sync", [], "shadow"),
-    ("river_async", [], "shadow"),
+    ("river_anyio", [], "shadow"),
     ("river_asyncio", [], "shadow"),
     ("psycopg", [], "shadow"),  # an installed package: importing the worker module would shadow it
     ("ok_name", ["--queue", "bad queue!"], "queue"),
@@ -130,7 +130,7 @@ def test_bad_names_are_usage_errors(
 def test_every_river_package_of_the_project_is_a_reserved_name() -> None:
     root = Path(__file__).parents[2]
     packages = {p.parent.name for p in root.glob("river_*/__init__.py")}
-    assert {"river_async", "river_asyncio"} <= packages
+    assert {"river_anyio", "river_asyncio"} <= packages
     for name in packages:
         with pytest.raises(UsageError, match="shadow"):
             check_name(name)

@@ -452,12 +452,12 @@ def test_child_command_repeats_backend_and_loop() -> None:
 def test_run_until_signalled_stops_softly_then_hard_on_either_backend(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The AnyIO runner itself (river_async's, which river_tools uses), in-process, with a client
+    """The AnyIO runner itself (river_anyio's, which river_tools uses), in-process, with a client
     double that records its calls and needs a third signal's time to finish its hard stop."""
     import logging
     import os
 
-    from river_async.signals import run_until_signalled
+    from river_anyio.signals import run_until_signalled
 
     assert async_runner.run_until_signalled is run_until_signalled  # one loop serves both
 

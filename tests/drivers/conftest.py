@@ -1,5 +1,5 @@
 """``run``: ``anyio.run(main)`` on trio and on asyncio, for tests of the shared async implementation
-(``river_async``, under ``river_trio`` and ``river_asyncio``) that need no trio MockClock."""
+(``river_anyio``, under ``river_trio`` and ``river_asyncio``) that need no trio MockClock."""
 
 from __future__ import annotations
 

@@ -300,7 +300,7 @@ class AsyncHarness:
             pass
 
         async def holder(task_status: anyio.abc.TaskStatus[Any] = anyio.TASK_STATUS_IGNORED) -> None:
-            from river_async.transactions import transaction  # river_trio's and river_asyncio's
+            from river_anyio.transactions import transaction  # river_trio's and river_asyncio's
 
             try:
                 async with transaction(raw) as conn:

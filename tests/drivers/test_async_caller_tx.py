@@ -1,8 +1,8 @@
-"""``tx=`` with asyncio-native transactions: the hook into ``river_async.caller_tx_async`` on asyncio,
-and the refusal under trio (``river_async.txadapt._native_executor``, the one place deciding).
+"""``tx=`` with asyncio-native transactions: the hook into ``river_anyio.caller_tx_async`` on asyncio,
+and the refusal under trio (``river_anyio.txadapt._native_executor``, the one place deciding).
 
 The real adapters (psycopg ``AsyncConnection``, SQLAlchemy's asyncio objects, asyncpg) live in
-``river_async.caller_tx_async``; here a fake module stands in for it, injected into
+``river_anyio.caller_tx_async``; here a fake module stands in for it, injected into
 ``sys.modules``: its runner is a ``ThreadRunner`` on a real SQLite connection, so the insert, the
 commit and the rollback are real and only the hand-over is faked.
 """
@@ -23,8 +23,8 @@ import sqlalchemy.ext.asyncio as sa_async
 
 import river_asyncio
 import river_trio
-from river_async.executor import ThreadRunner
-from river_async.txadapt import NATIVE_MODULE, asyncio_only_kind, executor_for_caller_tx
+from river_anyio.executor import ThreadRunner
+from river_anyio.txadapt import NATIVE_MODULE, asyncio_only_kind, executor_for_caller_tx
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.sqlite import SQLiteDialect
@@ -57,7 +57,7 @@ def migrated_sqlite(tmp_path: Path) -> str:
 
 @pytest.fixture
 def fake_native(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """A stand-in ``river_async.caller_tx_async``; returns the calls its hook received."""
+    """A stand-in ``river_anyio.caller_tx_async``; returns the calls its hook received."""
     calls: list[dict[str, Any]] = []
 
     def native_runner_for(tx: Any, *, schema: str | None, expect: str | None) -> Any:

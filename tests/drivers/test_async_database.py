@@ -1,5 +1,5 @@
 """The async I/O layer (AsyncDatabase, AsyncExecutor, caller transactions) on real Postgres and SQLite,
-under trio and under asyncio (``river_async``, which ``river_trio`` and ``river_asyncio`` share).
+under trio and under asyncio (``river_anyio``, which ``river_trio`` and ``river_asyncio`` share).
 
 Tests are plain functions calling ``run(main)`` (``anyio.run`` on each backend). Waiting for the
 server to reach a state (a statement visibly running) polls with short sleeps; no result
@@ -25,9 +25,9 @@ import sqlean  # type: ignore[import-untyped]
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
 
-from river_async.database import AsyncDatabase
-from river_async.executor import AsyncExecutor, ThreadRunner, connection_kind
-from river_async.txadapt import executor_for_caller_tx
+from river_anyio.database import AsyncDatabase
+from river_anyio.executor import AsyncExecutor, ThreadRunner, connection_kind
+from river_anyio.txadapt import executor_for_caller_tx
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan

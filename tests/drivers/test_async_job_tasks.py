@@ -1,4 +1,4 @@
-"""The async client's job-task pool (``river_async.client._JobTasks``, on trio's ParkingLot or the
+"""The async client's job-task pool (``river_anyio.client._JobTasks``, on trio's ParkingLot or the
 asyncio backend's), without a database: how many
 tasks a batch of runs wakes or starts, and that every queued run is taken."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from river_async.client import _JobTasks
+from river_anyio.client import _JobTasks
 
 Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
 
@@ -93,7 +93,7 @@ def test_async_chain_awaits_async_def_and_async_call_workers(run: Run) -> None:
     from dataclasses import dataclass
     from types import SimpleNamespace
 
-    from river_async.client import Client, _resumable_only
+    from river_anyio.client import Client, _resumable_only
     from river_protocol.workers import WorkerEntry
 
     @dataclass

@@ -1,4 +1,4 @@
-"""The async notifiers (river_async.notifier, under trio and asyncio) against real Postgres
+"""The async notifiers (river_anyio.notifier, under trio and asyncio) against real Postgres
 (LISTEN/NOTIFY without a thread) and a real SQLite outbox.
 
 Ordering questions ("not delivered before commit") are answered with a marker
@@ -21,8 +21,8 @@ import psycopg
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from river_async.database import AsyncDatabase
-from river_async.notifier import (
+from river_anyio.database import AsyncDatabase
+from river_anyio.notifier import (
     Notifier,
     NotifierProtocol,
     NullNotifier,

@@ -1,4 +1,4 @@
-"""river_async's MachineRunner: a post sets the wake-up event only once per wait, and no post is
+"""river_anyio's MachineRunner: a post sets the wake-up event only once per wait, and no post is
 missed for it (before the start, from a hook during a dispatch, and across many waits)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio
 
-from river_async.runner import MachineRunner
+from river_anyio.runner import MachineRunner
 from tests.drivers.test_sync_runner import Counter, Ping
 
 Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)

@@ -14,9 +14,9 @@ import anyio
 import psycopg
 import pytest
 
-import river_async.executor as async_executor
+import river_anyio.executor as async_executor
 import river_db.executor as sync_executor
-from river_async.executor import AsyncExecutor
+from river_anyio.executor import AsyncExecutor
 from river_db.executor import Executor
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import trio
 import trio.testing
 
-from river_async.client import DEADLINE_GRAIN, _Deadlines
+from river_anyio.client import DEADLINE_GRAIN, _Deadlines
 from river_db.deadline_buckets import EMPTIED as _EMPTIED
 
 

@@ -69,7 +69,7 @@ class AsyncDriver:
 
 @pytest.fixture(params=["trio", "asyncio"], name="drv")
 def async_driver_fixture(request: pytest.FixtureRequest) -> AsyncDriver:
-    """One async driver; its helpers are river_async's, its Client and InlineClient its own."""
+    """One async driver; its helpers are river_anyio's, its Client and InlineClient its own."""
     name: str = request.param
     package = importlib.import_module(f"river_{name}")
     return AsyncDriver(name, package, importlib.import_module(f"river_{name}.testing"))

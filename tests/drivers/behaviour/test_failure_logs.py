@@ -20,7 +20,7 @@ from tests.drivers.test_client_support import Task
 
 
 def _logger(h: Harness) -> str:
-    return "river_sync.jobs" if h.driver == "sync" else "river_async.jobs"
+    return "river_sync.jobs" if h.driver == "sync" else "river_anyio.jobs"
 
 
 def _records(caplog: pytest.LogCaptureFixture, h: Harness, job_id: int) -> list[logging.LogRecord]:
@@ -44,7 +44,7 @@ def _run_one(h: Harness, url: str, fn: Any, opts: InsertOpts | None = None, *, a
 @pytest.fixture(autouse=True)
 def _capture(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="river_sync.jobs")
-    caplog.set_level(logging.DEBUG, logger="river_async.jobs")
+    caplog.set_level(logging.DEBUG, logger="river_anyio.jobs")
 
 
 def test_an_error_retried_is_a_warning_with_the_traceback(

@@ -3,7 +3,7 @@
 # blocking call here; semaphores, locks and blocking waits there.
 """Where the async client's connections come from: one backend per kind of source.
 
-``AsyncDatabase`` (``river_async.database``) lends these out. Every blocking call
+``AsyncDatabase`` (``river_anyio.database``) lends these out. Every blocking call
 (connect, statements, rollbacks, pool hand-offs) runs in a worker thread; a
 backend's ``limiter`` is an ``anyio.CapacityLimiter`` sized to the pool: a
 borrowed connection holds one token for as long as it is out, so the threads
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import anyio
 import anyio.to_thread
 
-from river_async.executor import ThreadRunner
+from river_anyio.executor import ThreadRunner
 from river_db.connect import (
     NO_LISTEN_ON_SQLITE,
     borrow_engine_connection,

@@ -19,7 +19,7 @@ import anyio
 import anyio.abc
 
 if TYPE_CHECKING:
-    from river_async.client import Client
+    from river_anyio.client import Client
 
 log = logging.getLogger(__name__)
 

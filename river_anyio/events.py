@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from river_async import _backend
+from river_anyio import _backend
 from river_db.events import Event, SubscriptionTimeoutError, kind_ids
 from river_protocol.client_core import EventKind, parse_event_kinds
 from river_protocol.errors import ValidationError

@@ -11,11 +11,11 @@ One outcome vocabulary is documented: the raised one, Go's (``JobSnooze``,
 stay importable from every client package, outside ``__all__``.
 """
 
-from river_async.context import CancellationToken, WorkContext
-from river_async.database import AsyncDatabase
-from river_async.events import Event, Subscription
-from river_async.signals import run_until_signalled
-from river_async.transactions import transaction
+from river_anyio.context import CancellationToken, WorkContext
+from river_anyio.database import AsyncDatabase
+from river_anyio.events import Event, Subscription
+from river_anyio.signals import run_until_signalled
+from river_anyio.transactions import transaction
 from river_db.client_support import ClientStats, ProducerStats
 from river_db.events import SubscriptionTimeoutError
 from river_db.migrator import Migrator
@@ -79,7 +79,7 @@ from river_protocol.workflow import (
 if True:  # ASYNC
     Database = AsyncDatabase  # river_sync's name for the same role
 else:
-    from river_async.client import Client
+    from river_anyio.client import Client
     from river_db.version import package_version
 
     __version__ = package_version()

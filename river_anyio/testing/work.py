@@ -38,9 +38,9 @@ from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from river_async.context import CancellationToken, WorkContext
-from river_async.executor import AsyncExecutor
-from river_async.runner import utcnow
+from river_anyio.context import CancellationToken, WorkContext
+from river_anyio.executor import AsyncExecutor
+from river_anyio.runner import utcnow
 from river_db.testing.offline import NoDatabaseError, OfflineClient, claim_plan
 from river_db.testing.runs import (
     Ran,
@@ -78,7 +78,7 @@ else:
     from river_db.testing.runs import client_settings
 
 if TYPE_CHECKING:
-    from river_async.client import Client
+    from river_anyio.client import Client
 
 ErrorHandler = Callable[[Any, BaseException], Any]
 CallNext = Callable[[WorkContext, Any], Any]  # on the async clients, returns an awaitable
@@ -99,7 +99,7 @@ if True:  # ASYNC
     def _call_chain(
         setup: RunSetup, worker: Any, token: CancellationToken, seconds: float | None
     ) -> CallNext:
-        from river_async.client import is_async_worker
+        from river_anyio.client import is_async_worker
 
         call: CallNext
         if is_async_worker(worker):
@@ -172,7 +172,7 @@ async def _run(
     error: Exception | None = None
     trace = ""
     if True:  # ASYNC
-        from river_async.client import is_async_worker
+        from river_anyio.client import is_async_worker
 
         scope = anyio.CancelScope()
         if is_async_worker(worker):
@@ -282,7 +282,7 @@ async def client_transaction(client: Client, tx: Any) -> AsyncIterator[AsyncExec
         async with db.transaction() as ex:
             yield ex
         return
-    from river_async.txadapt import executor_for_caller_tx
+    from river_anyio.txadapt import executor_for_caller_tx
 
     if True:  # ASYNC  # noqa: SIM108 (one line each side)
         expect = client.dialect_name
@@ -321,7 +321,7 @@ async def work_with_client(
     With ``tx`` every step runs in that transaction, as River's
     ``rivertest.Worker.Work`` does, so rolling it back leaves nothing behind:
     any kind the client's ``insert(..., tx=)`` takes (one adapter decides,
-    ``river_async.txadapt``): a psycopg, SQLAlchemy Connection/Session or sqlite
+    ``river_anyio.txadapt``): a psycopg, SQLAlchemy Connection/Session or sqlite
     connection, and on asyncio also psycopg's ``AsyncConnection``, SQLAlchemy's
     ``AsyncConnection``/``AsyncSession`` and asyncpg's ``Connection``. A
     ``JobRow`` instead of args works that existing job.

@@ -34,7 +34,7 @@ from river_db.resumable import ResumableAttempt, raised, returned
 from river_db.resumable import Step as Step
 
 if TYPE_CHECKING:
-    from river_async.context import WorkContext
+    from river_anyio.context import WorkContext
 
 
 async def resumable_middleware(

@@ -4,7 +4,7 @@ Every rule (which intents, in which transaction, when to deliver a control
 message in-process) comes from ``river_protocol.admin``; this module only runs
 the intents and hands control messages to the client's own producers.
 
-``tx=``: a caller's open transaction (see ``river_async.transactions``). The
+``tx=``: a caller's open transaction (see ``river_anyio.transactions``). The
 change then commits or rolls back with the caller's work, and nothing is
 delivered in-process (the change may still roll back): on Postgres, listeners
 hear the notification on commit; poll-only and SQLite clients see a pause
@@ -18,8 +18,8 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from river_async.executor import AsyncExecutor
-from river_async.runner import utcnow
+from river_anyio.executor import AsyncExecutor
+from river_anyio.runner import utcnow
 from river_protocol.admin import (
     JobPage,
     control_payloads,
@@ -63,7 +63,7 @@ from river_protocol.workflow import (
 )
 
 if TYPE_CHECKING:
-    from river_async.client import Client
+    from river_anyio.client import Client
 
 
 class _Admin:
@@ -75,7 +75,7 @@ class _Admin:
         """An executor in the caller's transaction, or one transaction of our own."""
         client = self._client
         if tx is not None:
-            from river_async.txadapt import executor_for_caller_tx
+            from river_anyio.txadapt import executor_for_caller_tx
 
             if True:  # ASYNC  # noqa: SIM108 (one line each side)
                 expect = client.dialect_name

@@ -1,6 +1,6 @@
 """The few primitives the async client takes from its event loop directly, not through AnyIO.
 
-Everything else in ``river_async`` is AnyIO and runs unchanged on trio and on
+Everything else in ``river_anyio`` is AnyIO and runs unchanged on trio and on
 asyncio. What is here sits on a hot path (or has no AnyIO equivalent), so each
 backend gets the fastest primitive it has:
 
@@ -10,7 +10,7 @@ backend gets the fastest primitive it has:
   cancellation interrupts on the database server instead of abandoning (trio:
   ``start_thread_soon`` and ``wait_task_rescheduled`` with an abort hook;
   asyncio: a small cache of worker threads and a future);
-- ``ParkingLot``: where idle job tasks wait for a run (``river_async.client._JobTasks``);
+- ``ParkingLot``: where idle job tasks wait for a run (``river_anyio.client._JobTasks``);
 - ``CancelScope`` and ``Event``: the classes the job tasks, machine runners and
   subscriptions make on every wake-up (trio's own under trio, no AnyIO wrapper);
 - the exception types a caller's channel or a busy connection raise.

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from river_async.runner import utcnow
+from river_anyio.runner import utcnow
 from river_db.resumable import UNSET, Step, positional_count
 from river_db.work_context import WorkContextBase
 from river_protocol.errors import ValidationError
@@ -42,7 +42,7 @@ from river_protocol.workflow import (
 )
 
 if TYPE_CHECKING:
-    from river_async.client import Client
+    from river_anyio.client import Client
 
 # One lock for every token rather than one per token (per job): it is held only to read or set
 # a token's cause and event, never across a wait or a call out, so tokens barely contend for it.
@@ -218,7 +218,7 @@ class WorkContext(WorkContextBase):
         connection with an open transaction; the job is completed only if it
         commits. Returns the row as updated (None if the job no longer exists).
         """
-        from river_async.txadapt import executor_for_caller_tx
+        from river_anyio.txadapt import executor_for_caller_tx
 
         update = complete_in_tx_update(self.job, utcnow(), self.metadata_updates)
         executor = await executor_for_caller_tx(tx, schema=self.client.schema)
@@ -228,7 +228,7 @@ class WorkContext(WorkContextBase):
 
     async def checkpoint(self, tx: Any, *, cursor: Any = UNSET) -> JobRow | None:
         """Store the current step (and cursor) inside ``tx`` now; returns the updated row."""
-        from river_async.txadapt import executor_for_caller_tx
+        from river_anyio.txadapt import executor_for_caller_tx
 
         intent, updates = self._checkpoint_intent(cursor)
         executor = await executor_for_caller_tx(tx, schema=self.client.schema)

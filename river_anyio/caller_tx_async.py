@@ -60,7 +60,7 @@ from river_protocol.errors import ValidationError
 from river_protocol.intents import CopyRows, Statement
 
 if TYPE_CHECKING:
-    from river_async.executor import PlanRunner
+    from river_anyio.executor import PlanRunner
 
 R = TypeVar("R")
 Rows = list[tuple[Any, ...]]

@@ -33,9 +33,9 @@ import anyio.abc
 import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from river_async import _backend
-from river_async.database import run_blocking
-from river_async.executor import ThreadRunner
+from river_anyio import _backend
+from river_anyio.database import run_blocking
+from river_anyio.executor import ThreadRunner
 from river_db.listen_plan import ping_sql, reconcile_steps
 from river_db.listen_probe import ListenProbe
 from river_db.notify_settings import (
@@ -53,7 +53,7 @@ from river_protocol.intents import FetchNotifications, MaxNotificationId, Statem
 if TYPE_CHECKING:
     import psycopg
 
-    from river_async.database import AsyncDatabase
+    from river_anyio.database import AsyncDatabase
 
 log = logging.getLogger(__name__)
 

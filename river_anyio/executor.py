@@ -2,10 +2,10 @@
 
 Statements run on the blocking connections in worker threads (one thread call
 per intent: the whole plan runs in the worker), on trio and on asyncio alike;
-the thread hop is the backend's (``river_async._backend.run_interruptible``).
+the thread hop is the backend's (``river_anyio._backend.run_interruptible``).
 How plans reach the connection is behind ``PlanRunner``; ``ThreadRunner`` is
 the client's own, and a caller's asyncio-native transaction brings another
-(``river_async.txadapt``).
+(``river_anyio.txadapt``).
 
 Cancellation never leaves a connection mid-statement. When the waiting task is
 cancelled, the runner asks the database to stop (Postgres: a server-side cancel
@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 
 import anyio
 
-from river_async import _backend
+from river_anyio import _backend
 from river_db.executor import execute_step
 from river_protocol.dialects.base import Dialect, Plan, drive
 from river_protocol.intents import CopyRows, Intent, Statement

@@ -28,7 +28,7 @@ from outside, the client makes a hard stop first, shielded and bounded by
 ``CANCEL_GRACE`` seconds: running jobs are interrupted (back to ``available``
 without consuming an attempt), outcomes are flushed and the leader resigns.
 
-Async workers run inside a cancel scope (see ``river_async.context``); sync
+Async workers run inside a cancel scope (see ``river_anyio.context``); sync
 workers run in threads and are cooperative only. Middleware entries are
 ``async def mw(ctx, args, call_next)`` with ``await call_next(ctx, args)``;
 insert middleware entries are ``async def mw(params, call_next)`` around each
@@ -51,15 +51,15 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from river_async import _backend
-from river_async.admin import JobsAPI, QueuesAPI, WorkflowsAPI
-from river_async.context import CancellationToken, WorkContext
-from river_async.database import AsyncDatabase
-from river_async.events import EventHub, Subscription
-from river_async.leadership import LeaderDriver
-from river_async.notifier import NotifierProtocol, NullNotifier, notifier_for
-from river_async.resumable import resumable_middleware
-from river_async.runner import MachineRunner, utcnow
+from river_anyio import _backend
+from river_anyio.admin import JobsAPI, QueuesAPI, WorkflowsAPI
+from river_anyio.context import CancellationToken, WorkContext
+from river_anyio.database import AsyncDatabase
+from river_anyio.events import EventHub, Subscription
+from river_anyio.leadership import LeaderDriver
+from river_anyio.notifier import NotifierProtocol, NullNotifier, notifier_for
+from river_anyio.resumable import resumable_middleware
+from river_anyio.runner import MachineRunner, utcnow
 from river_db.client_base import ClientBase, queue_still_busy
 from river_db.client_support import (
     ClientStats,
@@ -108,7 +108,7 @@ from river_protocol.workflow import (
 
 log = logging.getLogger(__name__)
 # One line per run that does not complete (river_protocol.run_log); docs/guides/client.md, Logging.
-job_log = logging.getLogger("river_async.jobs")
+job_log = logging.getLogger("river_anyio.jobs")
 
 ErrorHandler = Callable[[Any, BaseException], Any]
 CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
@@ -442,7 +442,7 @@ class Client(ClientBase):
 
     async def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if tx is not None:
-            from river_async.txadapt import executor_for_caller_tx
+            from river_anyio.txadapt import executor_for_caller_tx
 
             executor = await executor_for_caller_tx(tx, schema=self.schema, expect=self.dialect_name)
             # The Notify rides in the insert's transaction: announced only if it commits.

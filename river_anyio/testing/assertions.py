@@ -36,8 +36,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from river_async.database import AsyncDatabase
-from river_async.executor import AsyncExecutor
+from river_anyio.database import AsyncDatabase
+from river_anyio.executor import AsyncExecutor
 from river_db.connect import dialect_for, outside_tx
 from river_db.testing.expectations import (
     ExpectedJob,
@@ -67,7 +67,7 @@ async def _open_url(target: str | Path, schema: str | None) -> AsyncDatabase:
 @asynccontextmanager
 async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> AsyncIterator[AsyncExecutor]:
     """An executor reading ``river_job`` through ``target`` (see the module docstring)."""
-    from river_async.client import Client
+    from river_anyio.client import Client
 
     if isinstance(target, Client):
         if schema is None:
@@ -89,12 +89,12 @@ async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> 
         async with await _open_url(target, schema) as db, db.executor(readonly=True) as ex:
             yield ex
         return
-    from river_async.txadapt import executor_for_caller_tx
+    from river_anyio.txadapt import executor_for_caller_tx
 
     # A blocking autocommit connection outside a transaction is read directly; every open
     # transaction goes through the adapter the client inserts with.
     if True:  # ASYNC
-        from river_async.txadapt import asyncio_only_kind
+        from river_anyio.txadapt import asyncio_only_kind
 
         plain = None if asyncio_only_kind(target) else outside_tx(target)
     else:

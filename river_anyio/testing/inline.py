@@ -23,14 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from river_async.runner import utcnow
-from river_async.testing.work import work_once, work_with_client
+from river_anyio.runner import utcnow
+from river_anyio.testing.work import work_once, work_with_client
 from river_db.testing.inline import InlineBase, InlineResult, inline_settings
 from river_protocol.client_core import InsertManyParams
 from river_protocol.options import InsertOpts
 
 if TYPE_CHECKING:
-    from river_async.client import Client
+    from river_anyio.client import Client
 
 
 class InlineClient(InlineBase):
@@ -48,7 +48,7 @@ class InlineClient(InlineBase):
     _client_class: ClassVar[type[Client] | None] = None
 
     def _new_client(self, database: Any, **settings: Any) -> Client:
-        from river_async.client import Client
+        from river_anyio.client import Client
 
         return (self._client_class or Client)(database, **settings)
 
@@ -112,7 +112,7 @@ def inline_client(client: Client) -> InlineClient:
 
 def inline_client_of(cls: type[InlineClient], client: Client) -> InlineClient:
     """``inline_client`` making a ``cls`` (a driver's own InlineClient) for ``client``."""
-    from river_async.client import Client
+    from river_anyio.client import Client
 
     wanted = cls._client_class or Client
     needs = f"{wanted.__module__.split('.')[0]}.Client"

@@ -21,7 +21,7 @@ Executors run in autocommit mode with explicit transactions; a connection is
 always handed back outside any transaction (a leftover one is rolled back) and
 a broken connection is discarded rather than reused. A database that cannot be
 reached raises ``DatabaseUnavailableError`` (``river_db.unavailable``). How a
-borrower waits is the pools' (``river_async.pools``).
+borrower waits is the pools' (``river_anyio.pools``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from river_async.executor import AsyncExecutor
-from river_async.pools import (
+from river_anyio.executor import AsyncExecutor
+from river_anyio.pools import (
     AsyncBackend,
     _PgOwnPool,
     _PsycopgPoolBackend,
@@ -59,7 +59,7 @@ from river_protocol.intents import Intent
 if True:  # ASYNC
     import anyio
 
-    from river_async.pools import Lease, run_blocking
+    from river_anyio.pools import Lease, run_blocking
 
 if TYPE_CHECKING:
     import psycopg

@@ -9,7 +9,7 @@ run in worker threads).
 
 Asyncio-native transactions (psycopg's ``AsyncConnection``, SQLAlchemy's
 asyncio ``AsyncConnection``/``AsyncSession``, asyncpg) are for the asyncio
-client only: there ``river_async.caller_tx_async.native_runner_for`` (when that
+client only: there ``river_anyio.caller_tx_async.native_runner_for`` (when that
 module is installed) gives the runner that drives them; under trio they are
 refused with a clear error. ``_native_executor`` is the one place deciding this.
 
@@ -26,8 +26,8 @@ from typing import Any
 
 import sniffio
 
-from river_async.database import run_blocking
-from river_async.executor import AsyncExecutor
+from river_anyio.database import run_blocking
+from river_anyio.executor import AsyncExecutor
 from river_db.caller_tx import checked_sqlite, resolve_caller_tx, unwrap_django
 from river_protocol.errors import ValidationError
 
@@ -37,7 +37,7 @@ _THREAD_HINT = (
 )
 
 # Where the asyncio-native adapters live (imported when first needed, if installed).
-NATIVE_MODULE = "river_async.caller_tx_async"
+NATIVE_MODULE = "river_anyio.caller_tx_async"
 
 
 async def executor_for_caller_tx(

@@ -46,13 +46,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from river_async.database import AsyncDatabase
+from river_anyio.database import AsyncDatabase
 from river_protocol.errors import ValidationError
 
 
 async def _database(database: Any) -> tuple[AsyncDatabase, bool]:
     """(AsyncDatabase, owned) for a Client, AsyncDatabase, URL or SQLite path."""
-    from river_async.client import Client
+    from river_anyio.client import Client
 
     if isinstance(database, Client):
         if True:  # ASYNC

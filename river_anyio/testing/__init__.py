@@ -17,9 +17,9 @@ anyio's pytest plugin, pytest-trio); ``river_trio.testing`` and ``river_asyncio.
 re-export them bound to their loop.
 """
 
-from river_async.testing.assertions import require_inserted, require_many_inserted, require_not_inserted
-from river_async.testing.inline import InlineClient, inline_client
-from river_async.testing.work import work_once, work_with_client
+from river_anyio.testing.assertions import require_inserted, require_many_inserted, require_not_inserted
+from river_anyio.testing.inline import InlineClient, inline_client
+from river_anyio.testing.work import work_once, work_with_client
 from river_db.testing.builder import build_job
 from river_db.testing.expectations import ExpectedJob, InsertedJob
 from river_db.testing.inline import InlineResult

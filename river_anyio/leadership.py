@@ -20,8 +20,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from river_async.database import AsyncDatabase
-from river_async.runner import MachineRunner
+from river_anyio.database import AsyncDatabase
+from river_anyio.runner import MachineRunner
 from river_db.leader_base import ELECTOR_STOP_WAIT, SERVICE_STOP_WAIT, LeaderBase
 from river_protocol.client_core import ClientCore
 from river_protocol.leadership import LeadershipOutput, PeriodicJob, ServicesStarted
@@ -36,7 +36,7 @@ if True:  # ASYNC
 else:
     import threading
 
-    from river_async.runner import utcnow
+    from river_anyio.runner import utcnow
 
 log = logging.getLogger(__name__)
 

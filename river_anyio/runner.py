@@ -14,7 +14,7 @@ event and before the next intent answer is fed back, for the same reason as in
 can see the job reclaimed.
 
 Time: ``utcnow()`` is wall time derived from the loop's clock (a wall/loop base
-pair captured once per run, ``river_async._backend``), so under trio a
+pair captured once per run, ``river_anyio._backend``), so under trio a
 ``trio.testing.MockClock`` drives every timer of every machine. Statement timeouts (``timeout_for``) are not
 enforced here, as in the threaded driver: under an autojumping MockClock a
 deadline on a statement would fire whenever the loop waits for a thread.
@@ -34,9 +34,9 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from river_async import _backend
-from river_async._backend import loop_deadline, utcnow
-from river_async.database import AsyncDatabase
+from river_anyio import _backend
+from river_anyio._backend import loop_deadline, utcnow
+from river_anyio.database import AsyncDatabase
 from river_db.failures import intent_failed
 from river_protocol.machines.base import (
     Event,
