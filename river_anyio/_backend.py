@@ -13,7 +13,9 @@ backend gets the fastest primitive it has:
 - ``ParkingLot``: where idle job tasks wait for a run (``river_anyio.client._JobTasks``);
 - ``CancelScope`` and ``Event``: the classes the job tasks, machine runners and
   subscriptions make on every wake-up (trio's own under trio, no AnyIO wrapper);
-- the exception types a caller's channel or a busy connection raise.
+- the exception types a caller's channel or a busy connection raise;
+- ``Event``, ``Lock``, ``sleep``, ``current_time``, ``wait_event``, ``wait_either``: what code
+  generated into river_sync calls, ``river_sync._backend``'s names for threads' primitives.
 
 ``current()`` picks the running loop's backend (sniffio); ``named(name)`` a given
 one. The trio backend imports trio when it is first built, i.e. only under trio,
@@ -90,6 +92,39 @@ def utcnow() -> datetime:
 def loop_deadline(when: datetime) -> float:
     """The loop clock reading at which ``utcnow()`` reaches ``when``."""
     return current().loop_deadline(when)
+
+
+# ---------------------------------------------------------------- shared with river_sync._backend
+# The names code generated into river_sync calls under the same name there (threads' primitives).
+
+Event = anyio.Event
+Lock = anyio.Lock
+sleep = anyio.sleep
+
+
+def current_time() -> float:
+    """The running loop's clock, in seconds (what deadlines are counted on)."""
+    return current().current_time()
+
+
+async def wait_event(event: Any, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds (None: no limit) passed; whether it is set."""
+    with anyio.move_on_after(timeout):
+        await event.wait()
+    # Not "returned inside the block": a set Event's wait still checkpoints, so a 0 s
+    # deadline would report a set event as unset.
+    return bool(event.is_set())
+
+
+async def wait_either(first: Any, second: Any) -> None:
+    """Return once ``first`` or ``second`` is set."""
+    async with anyio.create_task_group() as nursery:
+        async def wait(event: Any) -> None:
+            await event.wait()
+            nursery.cancel_scope.cancel()
+
+        for event in (first, second):
+            nursery.start_soon(wait, event)
 
 
 # ---------------------------------------------------------------- trio
@@ -368,4 +403,5 @@ class AsyncioBackend:
 Backend = TrioBackend | AsyncioBackend  # one running loop's primitives (see the module docstring)
 
 
-__all__ = ["AsyncioBackend", "Backend", "TrioBackend", "current", "loop_deadline", "named", "utcnow"]
+__all__ = ["AsyncioBackend", "Backend", "Event", "Lock", "TrioBackend", "current", "current_time",
+           "loop_deadline", "named", "sleep", "utcnow", "wait_either", "wait_event"]
