@@ -75,7 +75,7 @@ class _Admin:
         """An executor in the caller's transaction, or one transaction of our own."""
         client = self._client
         if tx is not None:
-            from river_anyio.txadapt import executor_for_caller_tx
+            from river_anyio.caller_tx import executor_for_caller_tx
 
             if True:  # ASYNC  # noqa: SIM108 (one line each side)
                 expect = client.dialect_name

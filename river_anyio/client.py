@@ -442,7 +442,7 @@ class Client(ClientBase):
 
     async def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
         if tx is not None:
-            from river_anyio.txadapt import executor_for_caller_tx
+            from river_anyio.caller_tx import executor_for_caller_tx
 
             executor = await executor_for_caller_tx(tx, schema=self.schema, expect=self.dialect_name)
             # The Notify rides in the insert's transaction: announced only if it commits.

@@ -218,7 +218,7 @@ class WorkContext(WorkContextBase):
         connection with an open transaction; the job is completed only if it
         commits. Returns the row as updated (None if the job no longer exists).
         """
-        from river_anyio.txadapt import executor_for_caller_tx
+        from river_anyio.caller_tx import executor_for_caller_tx
 
         update = complete_in_tx_update(self.job, utcnow(), self.metadata_updates)
         executor = await executor_for_caller_tx(tx, schema=self.client.schema)
@@ -228,7 +228,7 @@ class WorkContext(WorkContextBase):
 
     async def checkpoint(self, tx: Any, *, cursor: Any = UNSET) -> JobRow | None:
         """Store the current step (and cursor) inside ``tx`` now; returns the updated row."""
-        from river_anyio.txadapt import executor_for_caller_tx
+        from river_anyio.caller_tx import executor_for_caller_tx
 
         intent, updates = self._checkpoint_intent(cursor)
         executor = await executor_for_caller_tx(tx, schema=self.client.schema)

@@ -5,7 +5,7 @@ per intent: the whole plan runs in the worker), on trio and on asyncio alike;
 the thread hop is the backend's (``river_anyio._backend.run_interruptible``).
 How plans reach the connection is behind ``PlanRunner``; ``ThreadRunner`` is
 the client's own, and a caller's asyncio-native transaction brings another
-(``river_anyio.txadapt``).
+(``river_anyio.caller_tx``).
 
 Cancellation never leaves a connection mid-statement. When the waiting task is
 cancelled, the runner asks the database to stop (Postgres: a server-side cancel

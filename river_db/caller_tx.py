@@ -22,7 +22,7 @@ one fails, the transaction is in an unknown state (on Postgres it is aborted)
 and the caller must roll it back. Nothing here commits or rolls back.
 
 ``resolve_caller_tx`` (detection and validation, no waiting) is shared with
-``river_anyio.txadapt``, which calls it from a worker thread.
+``river_anyio.caller_tx`` (the async side), which calls it from a worker thread.
 """
 
 from __future__ import annotations

@@ -117,8 +117,8 @@ def test_a_plain_if_true_stays() -> None:
 
 def test_names_modules_comments_and_docstrings_are_renamed() -> None:
     assert _sync('''\
-        """Uses ``river_anyio.txadapt`` and AsyncDatabase."""
-        from river_anyio.txadapt import executor_for_caller_tx
+        """Uses ``river_anyio.caller_tx`` and AsyncDatabase."""
+        from river_anyio.caller_tx import executor_for_caller_tx
 
 
         class C:

@@ -70,7 +70,7 @@ NAMES: dict[str, str] = {
 # Modules whose sync twin lives elsewhere than under the renamed package (checked before NAMES).
 MODULES: dict[str, str] = {
     "river_anyio.executor": "river_db.executor",
-    "river_anyio.txadapt": "river_db.caller_tx",
+    "river_anyio.caller_tx": "river_db.caller_tx",
 }
 
 HEADER = (

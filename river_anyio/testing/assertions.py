@@ -89,12 +89,12 @@ async def reading(target: Any, *, tx: Any = None, schema: str | None = None) -> 
         async with await _open_url(target, schema) as db, db.executor(readonly=True) as ex:
             yield ex
         return
-    from river_anyio.txadapt import executor_for_caller_tx
+    from river_anyio.caller_tx import executor_for_caller_tx
 
     # A blocking autocommit connection outside a transaction is read directly; every open
     # transaction goes through the adapter the client inserts with.
     if True:  # ASYNC
-        from river_anyio.txadapt import asyncio_only_kind
+        from river_anyio.caller_tx import asyncio_only_kind
 
         plain = None if asyncio_only_kind(target) else outside_tx(target)
     else:

@@ -282,7 +282,7 @@ async def client_transaction(client: Client, tx: Any) -> AsyncIterator[AsyncExec
         async with db.transaction() as ex:
             yield ex
         return
-    from river_anyio.txadapt import executor_for_caller_tx
+    from river_anyio.caller_tx import executor_for_caller_tx
 
     if True:  # ASYNC  # noqa: SIM108 (one line each side)
         expect = client.dialect_name
@@ -321,7 +321,7 @@ async def work_with_client(
     With ``tx`` every step runs in that transaction, as River's
     ``rivertest.Worker.Work`` does, so rolling it back leaves nothing behind:
     any kind the client's ``insert(..., tx=)`` takes (one adapter decides,
-    ``river_anyio.txadapt``): a psycopg, SQLAlchemy Connection/Session or sqlite
+    ``river_anyio.caller_tx``): a psycopg, SQLAlchemy Connection/Session or sqlite
     connection, and on asyncio also psycopg's ``AsyncConnection``, SQLAlchemy's
     ``AsyncConnection``/``AsyncSession`` and asyncpg's ``Connection``. A
     ``JobRow`` instead of args works that existing job.

@@ -25,9 +25,9 @@ import sqlean  # type: ignore[import-untyped]
 from psycopg_pool import ConnectionPool
 from sqlalchemy import orm
 
+from river_anyio.caller_tx import executor_for_caller_tx
 from river_anyio.database import AsyncDatabase
 from river_anyio.executor import AsyncExecutor, ThreadRunner, connection_kind
-from river_anyio.txadapt import executor_for_caller_tx
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan
@@ -698,7 +698,7 @@ def test_caller_tx_sqlite_and_sqlalchemy(run: Run, migrated_sqlite: str) -> None
 
 
 def test_caller_tx_refuses_unknown_objects(run: Run) -> None:
-    # The asyncio-only kinds: tests/drivers/test_async_caller_tx.py.
+    # The asyncio-only kinds: tests/drivers/test_caller_tx_async_routing.py.
     async def main() -> None:
         with pytest.raises(ValidationError, match="cannot run inside"):
             await executor_for_caller_tx(object())

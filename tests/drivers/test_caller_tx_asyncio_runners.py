@@ -1,4 +1,4 @@
-"""asyncio-native caller transactions (``river_anyio.caller_tx_async``) on real Postgres.
+"""asyncio-native caller transactions (``river_anyio.caller_tx``) on real Postgres.
 
 Every kind of ``tx=`` an asyncio app holds (psycopg's AsyncConnection, SQLAlchemy's
 AsyncConnection and AsyncSession on psycopg and on asyncpg, a bare asyncpg connection
@@ -26,7 +26,7 @@ import psycopg
 import pytest
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, create_async_engine
 
-from river_anyio.caller_tx_async import (
+from river_anyio.caller_tx import (
     AsyncpgRunner,
     PsycopgAsyncRunner,
     _split_table,
@@ -536,7 +536,7 @@ def test_asyncio_kinds_are_refused_on_another_event_loop(url: str) -> None:
 def test_finding_nothing_imports_no_optional_driver() -> None:
     code = (
         "import asyncio, sys\n"
-        "from river_anyio.caller_tx_async import native_runner_for\n"
+        "from river_anyio.caller_tx import native_runner_for\n"
         "assert asyncio.run(native_runner_for(object(), schema=None, expect='postgres')) is None\n"
         "loaded = [m for m in ('asyncpg', 'sqlalchemy.ext.asyncio', 'trio') if m in sys.modules]\n"
         "assert not loaded, loaded\n"

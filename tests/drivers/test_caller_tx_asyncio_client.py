@@ -2,7 +2,7 @@
 transaction kind: psycopg ``AsyncConnection``, SQLAlchemy ``AsyncConnection`` and ``AsyncSession``
 on psycopg and on asyncpg, asyncpg ``Connection`` (and a pool's).
 
-``test_caller_tx_async.py`` checks the runners statement by statement; here the public client
+``test_caller_tx_asyncio_runners.py`` checks the runners statement by statement; here the public client
 does the insert (``insert``, ``insert_many``, the admin API, through insert middleware too),
 the caller commits or rolls back, and a running client works only what committed. Under trio,
 ``river_trio.Client`` refuses the same connected objects with a ``ValidationError`` and leaves
@@ -30,8 +30,8 @@ import river_trio
 from river_asyncio import EventKind, InsertManyParams, InsertOpts, JobState, QueueConfig, Workers
 from river_db.migrator import Migrator
 from river_protocol.errors import ValidationError
-from tests.drivers.test_caller_tx_async import KINDS, open_caller
-from tests.drivers.test_caller_tx_async import url_fixture as url_fixture  # the url fixture
+from tests.drivers.test_caller_tx_asyncio_runners import KINDS, open_caller
+from tests.drivers.test_caller_tx_asyncio_runners import url_fixture as url_fixture  # the url fixture
 from tests.drivers.test_client_support import migrated_pg_fixture  # noqa: F401 - the _migrated_pg fixture
 
 pytestmark = [pytest.mark.postgres, pytest.mark.anyio]

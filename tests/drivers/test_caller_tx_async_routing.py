@@ -1,17 +1,16 @@
-"""``tx=`` with asyncio-native transactions: the hook into ``river_anyio.caller_tx_async`` on asyncio,
-and the refusal under trio (``river_anyio.txadapt._native_executor``, the one place deciding).
+"""Which way an async client takes ``tx=``: on asyncio the asyncio-native runner
+(``river_anyio.caller_tx.native_runner_for``) is asked first and the blocking kinds go to worker
+threads; under trio the native runner is never asked and the asyncio-only kinds are refused
+(``river_anyio.caller_tx._native_executor``, the one place deciding).
 
-The real adapters (psycopg ``AsyncConnection``, SQLAlchemy's asyncio objects, asyncpg) live in
-``river_anyio.caller_tx_async``; here a fake module stands in for it, injected into
-``sys.modules``: its runner is a ``ThreadRunner`` on a real SQLite connection, so the insert, the
-commit and the rollback are real and only the hand-over is faked.
+The real native runners (psycopg ``AsyncConnection``, SQLAlchemy's asyncio objects, asyncpg) are
+tested in ``test_caller_tx_asyncio_runners.py``; here a stand-in replaces ``native_runner_for``:
+its runner is a ``ThreadRunner`` on a real SQLite connection, so the insert, the commit and the
+rollback are real and only the hand-over is faked.
 """
 
 from __future__ import annotations
 
-import sys
-import types
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -21,16 +20,15 @@ import psycopg
 import pytest
 import sqlalchemy.ext.asyncio as sa_async
 
+import river_anyio.caller_tx
 import river_asyncio
 import river_trio
+from river_anyio.caller_tx import asyncio_only_kind, executor_for_caller_tx
 from river_anyio.executor import ThreadRunner
-from river_anyio.txadapt import NATIVE_MODULE, asyncio_only_kind, executor_for_caller_tx
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import ValidationError
-
-Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
 
 
 @dataclass
@@ -57,18 +55,16 @@ def migrated_sqlite(tmp_path: Path) -> str:
 
 @pytest.fixture
 def fake_native(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """A stand-in ``river_anyio.caller_tx_async``; returns the calls its hook received."""
+    """A stand-in ``native_runner_for`` taking ``NativeTx``; returns the calls it received."""
     calls: list[dict[str, Any]] = []
 
-    def native_runner_for(tx: Any, *, schema: str | None, expect: str | None) -> Any:
+    async def native_runner_for(tx: Any, *, schema: str | None, expect: str | None) -> Any:
         calls.append({"tx": tx, "schema": schema, "expect": expect})
         if not isinstance(tx, NativeTx):
             return None
         return ThreadRunner(tx.conn, kind="sqlite"), SQLiteDialect(schema)
 
-    module = types.ModuleType(NATIVE_MODULE)
-    module.native_runner_for = native_runner_for  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, NATIVE_MODULE, module)
+    monkeypatch.setattr(river_anyio.caller_tx, "native_runner_for", native_runner_for)
     return calls
 
 
@@ -102,17 +98,9 @@ def test_on_asyncio_the_native_runner_carries_the_insert_and_the_callers_commit_
     assert all(isinstance(c["tx"], NativeTx) and c["schema"] is None for c in fake_native)
 
 
-def test_on_asyncio_the_hook_may_be_async_and_declines_the_blocking_kinds(
-    migrated_sqlite: str, fake_native: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+def test_on_asyncio_the_native_runner_is_asked_first_and_declines_the_blocking_kinds(
+    migrated_sqlite: str, fake_native: list[dict[str, Any]]
 ) -> None:
-    sync_hook = sys.modules[NATIVE_MODULE].native_runner_for
-
-    async def native_runner_for(tx: Any, **kwargs: Any) -> Any:
-        await anyio.sleep(0)
-        return sync_hook(tx, **kwargs)
-
-    monkeypatch.setattr(sys.modules[NATIVE_MODULE], "native_runner_for", native_runner_for)
-
     async def main() -> None:
         native = connect_sqlite(migrated_sqlite)
         blocking = connect_sqlite(migrated_sqlite)
@@ -144,7 +132,7 @@ def _insert_note() -> Any:
                      "VALUES ('tx_hook_note', '{}', 'default', 'available', 1, 1)", fetch=False)
 
 
-def test_under_trio_the_native_module_is_never_asked_and_asyncio_kinds_are_refused(
+def test_under_trio_the_native_runner_is_never_asked_and_asyncio_kinds_are_refused(
     migrated_sqlite: str, fake_native: list[dict[str, Any]]
 ) -> None:
     async def main() -> None:
@@ -166,21 +154,14 @@ def test_under_trio_the_native_module_is_never_asked_and_asyncio_kinds_are_refus
     assert _count(migrated_sqlite) == 1
 
 
-def test_on_asyncio_without_the_native_module_asyncio_kinds_get_a_clear_refusal(
-    run: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setitem(sys.modules, NATIVE_MODULE, None)  # import fails as if it were not installed
+def test_on_asyncio_an_asyncio_library_object_that_is_no_transaction_is_refused() -> None:
+    engine = sa_async.create_async_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
 
     async def main() -> None:
-        import sniffio
+        with pytest.raises(ValidationError, match="SQLAlchemy's asyncio AsyncEngine cannot be used as tx="):
+            await executor_for_caller_tx(engine)
 
-        backend = sniffio.current_async_library()
-        for tx in _asyncio_only_objects():
-            expected = "is not installed" if backend == "asyncio" else "runs on asyncio only"
-            with pytest.raises(ValidationError, match=expected):
-                await executor_for_caller_tx(tx)
-
-    run(main)
+    anyio.run(main, backend="asyncio")
 
 
 def _asyncio_only_objects() -> list[Any]:

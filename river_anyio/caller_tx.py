@@ -1,28 +1,31 @@
-"""Plan runners inside an asyncio caller's open transaction (``tx=`` on the asyncio client).
+"""Async executors inside a caller's open transaction (``tx=`` on the trio and asyncio clients).
 
-``await native_runner_for(tx, schema=..., expect=...)`` accepts:
+The async side of ``river_db.caller_tx`` (which detects and checks the blocking kinds for both
+clients). ``await executor_for_caller_tx(tx)`` accepts:
 
-- psycopg 3's ``AsyncConnection``: non-autocommit (our first statement starts its
-  implicit transaction, still the caller's) or autocommit inside
-  ``async with conn.transaction():``;
-- SQLAlchemy's ``AsyncConnection`` or ``AsyncSession`` on psycopg
-  (``postgresql+psycopg://``) or asyncpg (``postgresql+asyncpg://``): statements go
-  to the driver connection of SQLAlchemy's own transaction, so they commit or roll
-  back with it, and with the innermost ``begin_nested()`` savepoint;
-- asyncpg's ``Connection`` (or a pool's connection proxy) inside
-  ``async with conn.transaction():`` (asyncpg has no implicit transaction: a
-  connection outside one would commit each statement on its own, so it is refused).
+- what ``river_db.caller_tx`` does: a psycopg 3 ``Connection`` (non-autocommit, or autocommit
+  inside ``with conn.transaction():``), a SQLAlchemy ``Connection`` or ORM ``Session``
+  (statements go to the DB-API connection of that transaction), a Django connection inside
+  ``transaction.atomic()``, or a sqlite3-style connection (opened with
+  ``check_same_thread=False``). Their statements run in worker threads;
+- on asyncio only, the asyncio-native kinds, driven on the event loop (``native_runner_for``):
+  psycopg 3's ``AsyncConnection`` (non-autocommit, or autocommit inside
+  ``async with conn.transaction():``); SQLAlchemy's ``AsyncConnection`` or ``AsyncSession`` on
+  psycopg (``postgresql+psycopg://``) or asyncpg (``postgresql+asyncpg://``), whose statements
+  go to the driver connection of SQLAlchemy's own transaction, so they commit or roll back with
+  it, and with the innermost ``begin_nested()`` savepoint; asyncpg's ``Connection`` (or a pool's
+  connection proxy) inside ``async with conn.transaction():`` (asyncpg has no implicit
+  transaction: a connection outside one would commit each statement on its own, so it is
+  refused). Under trio these kinds are refused with a clear error; ``_native_executor`` is the
+  one place deciding. Nothing is imported to recognise them: an object can only be an instance
+  of a library's class once that library is loaded.
 
-Anything else returns None (the client then tries its threaded adapters), and
-nothing is imported to find that out: an object can only be an instance of a
-library's class once that library is loaded.
-
-Nothing here commits or rolls back, and there are no savepoints of our own:
-when a statement fails, or the awaiting task is cancelled mid-statement, the
-caller's transaction is aborted and theirs to roll back. Both drivers leave the
-connection able to do that: on cancellation psycopg sends the server a cancel
-request and waits for the statement to end, and asyncpg sends one and makes the
-connection's next operation (the caller's ROLLBACK) wait for it.
+Nothing here commits or rolls back, and there are no savepoints of our own: when a statement
+fails, or the awaiting task is cancelled mid-statement (which on Postgres aborts the
+transaction), the caller's transaction is theirs to roll back. Both asyncio drivers leave the
+connection able to do that: on cancellation psycopg sends the server a cancel request and waits
+for the statement to end, and asyncpg sends one and makes the connection's next operation (the
+caller's ROLLBACK) wait for it.
 
 asyncpg speaks differently from psycopg, whose paramstyle the Postgres dialect
 writes; ``AsyncpgRunner`` translates:
@@ -48,22 +51,99 @@ import functools
 import re
 import sys
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import sniffio
 
-from river_db.caller_tx import caller_dialect, checked_psycopg
+from river_anyio.database import run_blocking
+from river_anyio.executor import AsyncExecutor, PlanRunner
+from river_db.caller_tx import (
+    caller_dialect,
+    checked_psycopg,
+    checked_sqlite,
+    resolve_caller_tx,
+    unwrap_django,
+)
 from river_db.executor import copy_sql, plain_tuples, psycopg_binary, psycopg_fetches
 from river_protocol.dialects.base import Dialect, Plan
 from river_protocol.errors import ValidationError
 from river_protocol.intents import CopyRows, Statement
 
-if TYPE_CHECKING:
-    from river_anyio.executor import PlanRunner
-
 R = TypeVar("R")
 Rows = list[tuple[Any, ...]]
+
+_THREAD_HINT = (
+    "the async driver runs statements in worker threads: open the SQLite connection with "
+    "check_same_thread=False (river_db.sqlite.connect_sqlite does)"
+)
+
+
+async def executor_for_caller_tx(
+    tx: Any, *, schema: str | None = None, expect: str | None = None
+) -> AsyncExecutor:
+    """An async executor whose statements run in ``tx``'s open transaction; ``expect`` is the
+    client's dialect name, which ``tx`` must share."""
+    native = await _native_executor(tx, schema=schema, expect=expect)
+    if native is not None:
+        return native
+    tx = unwrap_django(tx)  # Django's connection is per thread: this one's, not the worker thread's
+    # SQLAlchemy may check a connection out of its pool and begin: a worker thread's job.
+    conn, dialect = await run_blocking(
+        lambda: resolve_caller_tx(tx, schema, check_sqlite=_sqlite, expect=expect)
+    )
+    return AsyncExecutor(conn, dialect, in_caller_tx=True)
+
+
+def asyncio_only_kind(tx: Any) -> str | None:
+    """What ``tx`` is when it is an asyncio-only transaction (for the refusal's text), else None."""
+    module = type(tx).__module__
+    if module.startswith("psycopg"):
+        try:
+            import psycopg
+        except ImportError:  # pragma: no cover - psycopg is a dependency
+            return None
+        return "psycopg's AsyncConnection" if isinstance(tx, psycopg.AsyncConnection) else None
+    if module.startswith("sqlalchemy.ext.asyncio"):
+        return f"SQLAlchemy's asyncio {type(tx).__name__}"
+    if module.startswith("asyncpg"):
+        return f"asyncpg's {type(tx).__name__}"
+    return None
+
+
+async def _native_executor(tx: Any, *, schema: str | None, expect: str | None) -> AsyncExecutor | None:
+    """An executor driving an asyncio-native ``tx``; None for the blocking kinds (threads)."""
+    running = sniffio.current_async_library()
+    if running == "asyncio":
+        found = await native_runner_for(tx, schema=schema, expect=expect)
+        if found is not None:
+            runner, dialect = found
+            return AsyncExecutor(tx, dialect, in_caller_tx=True, runner=runner)
+    kind = asyncio_only_kind(tx)
+    if kind is None:
+        return None
+    if running == "asyncio":  # an asyncio library's object that is no transaction (an AsyncEngine)
+        raise ValidationError(
+            f"{kind} cannot be used as tx=: pass a psycopg AsyncConnection, a SQLAlchemy AsyncConnection "
+            "or AsyncSession, or an asyncpg Connection"
+        )
+    raise ValidationError(
+        f"{kind} runs on asyncio only: under {running} pass a sync psycopg Connection, "
+        "SQLAlchemy Connection or Session (or use river_asyncio on asyncio)"
+    )
+
+
+def _sqlite(conn: Any, *, sqlalchemy_owned: bool) -> Any:
+    try:
+        return checked_sqlite(conn, sqlalchemy_owned=sqlalchemy_owned)
+    except Exception as exc:
+        # sqlite3's own thread check, seen from our worker thread.
+        if type(exc).__name__ == "ProgrammingError" and "thread" in str(exc):
+            raise ValidationError(_THREAD_HINT) from exc
+        raise
+
+
+# ---------------------------------------------------------------- asyncio-native kinds
 
 
 async def native_runner_for(
