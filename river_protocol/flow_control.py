@@ -23,6 +23,11 @@ The rule, for one claim of ``limit`` jobs of a queue at time ``now``:
 4. *Choice.* A candidate is taken when ``n + crn <= global_limit``, ``mine + crn <=
    local_limit`` and ``starts + rrn <= rate_allowed``; the first ``limit`` taken, in claim
    order, are claimed. A missing limit is no constraint.
+
+A candidate's ranks depend only on the candidates ahead of it, so when each of the first
+``min(limit, scan)`` candidates is taken, they are the answer. The dialects try that first
+(the usual case while limits do not bind: no more candidates read than the plain claim reads)
+and rank the full scan only when it fails.
 """
 
 from __future__ import annotations

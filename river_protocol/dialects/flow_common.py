@@ -71,17 +71,55 @@ def take_conditions(limits: QueueLimits) -> str:
     return " AND ".join(take) or "true"
 
 
-def ranked_sql(rate: bool) -> str:
-    """The ``ranked`` and the head of the ``chosen`` CTE (rule steps 3 and 4), the same SQL on both."""
+def ranked_sql(counted: dict[str, str], joins: str = "") -> str:
+    """The ``ranked`` CTE (rule step 3) over ``candidates c``: each one's ranks and its
+    partitions' counts (``counted``: the dialect's expressions for n, mine and starts, reading
+    the tables ``joins`` brings in, if any)."""
     return f"""
         ranked AS (
             SELECT c.id, c.priority, c.scheduled_at, c.rkey,
                    row_number() OVER (PARTITION BY c.ckey ORDER BY {ORDER_C}) AS crn,
                    row_number() OVER (PARTITION BY c.rkey ORDER BY {ORDER_C}) AS rrn,
-                   coalesce(running.n, 0) AS n, coalesce(running.mine, 0) AS mine,
-                   {'coalesce(recent.n, 0)' if rate else '0'} AS starts
-            FROM candidates c LEFT JOIN running ON running.pkey = c.ckey
-            {'LEFT JOIN recent ON recent.rkey = c.rkey' if rate else ''}
+                   {counted['n']} AS n, {counted['mine']} AS mine, {counted['starts']} AS starts
+            FROM candidates c {joins}
+        )"""
+
+
+def fast_ok_sql(limits: QueueLimits, counted: dict[str, str], joins: str = "") -> str:
+    """The ``fast_ok`` CTE: whether every row of ``fast`` (the first min(limit, scan)
+    candidates) passes rule step 4. A candidate's ranks depend only on the candidates before
+    it, so then those rows are exactly what the rule takes, and the claim needs neither the
+    full scan nor the ranks; a partition passes when its count in ``fast`` plus what it already
+    has is within each limit. The usual case when limits do not bind: one more pass over the
+    batch the plain claim reads anyway."""
+    def over(count: str, limit: int | None) -> list[str]:
+        return [] if limit is None else [f"count(*) + max({counted[count]}) > {int(limit)}"]
+
+    ckey = over("n", limits.global_limit) + over("mine", limits.local_limit)
+    rkey = over("starts", limits.rate_allowed)
+    checks = [f"""NOT EXISTS (
+                SELECT 1 FROM fast c {joins} GROUP BY c.{column} HAVING {' OR '.join(over)})"""
+              for column, over in (("ckey", ckey), ("rkey", rkey)) if over]
+    return f"""
+        fast_ok AS (
+            SELECT {' AND '.join(checks) or 'true'} AS ok
+        )"""
+
+
+def chosen_sql(limits: QueueLimits, limit: str) -> str:
+    """The ``chosen`` CTE (rule step 4): ``fast`` when it all passes, else the first ``limit``
+    ranked candidates that pass. Each branch is gated by ``fast_ok`` alone, so the database
+    runs the ranked branch (the scan of ``scan_size`` candidates) only when the fast one fails."""
+    return f"""
+        chosen AS (
+            SELECT id, rkey FROM fast WHERE (SELECT ok FROM fast_ok)
+            UNION ALL
+            SELECT id, rkey FROM (
+                SELECT id, rkey, priority, scheduled_at FROM ranked
+                WHERE NOT (SELECT ok FROM fast_ok) AND {take_conditions(limits)}
+                ORDER BY {ORDER}
+                LIMIT {limit}
+            ) AS slow
         )"""
 
 

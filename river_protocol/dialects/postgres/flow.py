@@ -18,6 +18,8 @@ from river_protocol.dialects.flow_common import (
     ORDER,
     UPSERT_SET,
     busiest_plan,
+    chosen_sql,
+    fast_ok_sql,
     flow_status_plan,
     full_conditions,
     limits_from_row,
@@ -25,7 +27,6 @@ from river_protocol.dialects.flow_common import (
     missing_line,
     partitions_json,
     ranked_sql,
-    take_conditions,
     update_limits_plan,
 )
 from river_protocol.dialects.postgres.fragments import binder, job_rows, now_sql
@@ -101,6 +102,40 @@ def _sequence_sql(d: Any) -> str:
                 AND (j.metadata -> '{SEQUENCE_HALT}') ? e.state::text))"""
 
 
+def _candidates_sql(d: Any, b: Binder, intent: ClaimLimitedJobs, limits: QueueLimits, now: datetime | None,
+                    size: int) -> str:
+    """The first ``size`` candidates (rule step 2) in claim order, with their partition keys.
+
+    A full partition is found by a lookup in the ``counts`` and ``rcounts`` objects (binary
+    search), not by a join: a join's plan follows the table's statistics, and on a queue whose
+    statistics are stale (a fresh or fast-changing one) a nested loop of every candidate over
+    every running partition took a second per claim."""
+    claim, flow = intent.claim, intent.flow
+    ckey, rkey = partition_sql(flow.concurrency_partition, "j"), partition_sql(flow.rate_partition, "j")
+    sql = [f"""
+            SELECT j.id, j.priority, j.scheduled_at, {ckey} AS ckey, {rkey} AS rkey
+            FROM {d.prefix}river_job j
+            WHERE state = 'available' AND queue = {b.p(claim.queue)}::text
+              AND scheduled_at <= {now_sql(b, claim.now)}{_claim_filters(b, claim)}"""]
+    if full_conditions(limits):
+        sql.append(f"""
+              AND NOT ((SELECT full_keys FROM counts) ? {ckey})""")
+    if limits.rate_allowed is not None:
+        sql.append(f"""
+              AND NOT ((SELECT full_keys FROM rcounts) ? {rkey})""")
+    if flow.sequences:
+        sql.append(_sequence_sql(d))
+    sql.append(f"""
+            ORDER BY {ORDER}
+            LIMIT {b.p(size)}::integer""")
+    return "".join(sql)
+
+
+def _count(cte: str, column: str, key: str) -> str:
+    """A partition's count in the ``cte``'s ``column`` object (0 when absent)."""
+    return f"coalesce(((SELECT {column} FROM {cte}) ->> {key})::bigint, 0)"
+
+
 def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
     claim, flow = intent.claim, intent.flow
     if claim.limit <= 0:
@@ -116,7 +151,10 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
         # After the lock, so that start times are in the order the claims ran.
         now = (yield Statement("SELECT clock_timestamp()"))[0][0]
     t, b = d.prefix, binder()
-    ckey, rkey = flow.concurrency_partition, flow.rate_partition
+    ckey = flow.concurrency_partition
+    full = full_conditions(limits)
+    # Rule step 1, each count once per claim, as JSON objects keyed by partition (see
+    # _candidates_sql); full_keys: the partitions that take no job (step 2).
     sql = [f"""
         WITH running AS (
             SELECT {partition_sql(ckey, 'r')} AS pkey, count(*) AS n,
@@ -125,6 +163,13 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
             FROM {t}river_job r
             WHERE r.state = 'running' AND r.queue = {b.p(claim.queue)}::text
             GROUP BY 1
+        ),
+        counts AS MATERIALIZED (
+            SELECT coalesce(jsonb_object_agg(pkey, n), '{{}}') AS n,
+                   coalesce(jsonb_object_agg(pkey, mine) FILTER (WHERE mine > 0), '{{}}') AS mine,
+                   coalesce(jsonb_object_agg(pkey, true)
+                            FILTER (WHERE {' OR '.join(full) or 'false'}), '{{}}') AS full_keys
+            FROM running
         )"""]
     if rate:
         sql.append(f""",
@@ -134,37 +179,23 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
               AND started_at > {b.p(now)}::timestamptz
                                - {b.p(limits.rate_period_ms)} * interval '1 millisecond'
             GROUP BY 1
+        ),
+        rcounts AS MATERIALIZED (
+            SELECT coalesce(jsonb_object_agg(rkey, n), '{{}}') AS n,
+                   coalesce(jsonb_object_agg(rkey, true)
+                            FILTER (WHERE n >= {int(limits.rate_allowed or 0)}), '{{}}') AS full_keys
+            FROM recent
         )""")
     if flow.sequences:
         sql.append(_heads_sql(d, b, claim.queue))
-    full = full_conditions(limits)
+    scan = scan_size(claim.limit)
+    counted = {"n": _count("counts", "n", "c.ckey"), "mine": _count("counts", "mine", "c.ckey"),
+               "starts": _count("rcounts", "n", "c.rkey") if rate else "0"}
     sql.append(f""",
-        candidates AS (
-            SELECT j.id, j.priority, j.scheduled_at, {partition_sql(ckey, 'j')} AS ckey,
-                   {partition_sql(rkey, 'j')} AS rkey
-            FROM {t}river_job j
-            WHERE state = 'available' AND queue = {b.p(claim.queue)}::text
-              AND scheduled_at <= {now_sql(b, claim.now)}{_claim_filters(b, claim)}""")
-    if full:
-        sql.append(f"""
-              AND {partition_sql(ckey, 'j')} <> ALL(ARRAY(SELECT pkey FROM running
-                                                        WHERE {' OR '.join(full)}))""")
-    if rate:
-        sql.append(f"""
-              AND {partition_sql(rkey, 'j')} <> ALL(ARRAY(
-                  SELECT rkey FROM recent WHERE recent.n >= {int(limits.rate_allowed or 0)}))""")
-    if flow.sequences:
-        sql.append(_sequence_sql(d))
-    sql.append(f"""
-            ORDER BY {ORDER}
-            LIMIT {b.p(scan_size(claim.limit))}::integer
-        ),{ranked_sql(rate)},
-        chosen AS (
-            SELECT id, rkey FROM ranked
-            WHERE {take_conditions(limits)}
-            ORDER BY {ORDER}
-            LIMIT {b.p(claim.limit)}::integer
-        ),
+        fast AS ({_candidates_sql(d, b, intent, limits, now, min(claim.limit, scan))}
+        ),{fast_ok_sql(limits, counted)},
+        candidates AS ({_candidates_sql(d, b, intent, limits, now, scan)}
+        ),{ranked_sql(counted)},{chosen_sql(limits, b.p(claim.limit) + "::integer")},
         updated AS (
             UPDATE {t}river_job j
             {claim_set_sql(b, claim)}

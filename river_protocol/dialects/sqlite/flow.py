@@ -15,6 +15,8 @@ from river_protocol.dialects.flow_common import (
     ORDER,
     UPSERT_SET,
     busiest_plan,
+    chosen_sql,
+    fast_ok_sql,
     flow_status_plan,
     full_conditions,
     limits_from_row,
@@ -22,7 +24,6 @@ from river_protocol.dialects.flow_common import (
     missing_line,
     partitions_json,
     ranked_sql,
-    take_conditions,
     update_limits_plan,
 )
 from river_protocol.dialects.rows import SQLITE_DB_NOW, Binder
@@ -34,6 +35,7 @@ from river_protocol.flow_control import (
     SEQUENCE_KEY,
     SEQUENCE_WAIT_STATES,
     PartitionConfig,
+    QueueLimits,
     scan_size,
     start_retention,
 )
@@ -90,6 +92,31 @@ def _sequence_sql(d: Any) -> str:
                             WHERE h.value = e.state)))"""
 
 
+def _candidates_sql(d: Any, b: Binder, intent: ClaimLimitedJobs, limits: QueueLimits, now: datetime,
+                    size: int) -> str:
+    """The first ``size`` candidates (rule step 2) in claim order, with their partition keys."""
+    claim, flow = intent.claim, intent.flow
+    ckey, rkey = partition_sql(flow.concurrency_partition, "j"), partition_sql(flow.rate_partition, "j")
+    full = full_conditions(limits)
+    sql = [f"""
+            SELECT j.id, j.priority, j.scheduled_at, {ckey} AS ckey, {rkey} AS rkey
+            FROM {d.prefix}river_job j
+            WHERE state = 'available' AND queue = {b.p(claim.queue)} AND priority >= 0
+              AND scheduled_at <= {b.p(sqlite_time(now))}{_claim_filters(b, claim)}"""]
+    if full:
+        sql.append(f"""
+              AND {ckey} NOT IN (SELECT pkey FROM running WHERE {' OR '.join(full)})""")
+    if limits.rate_allowed is not None:
+        sql.append(f"""
+              AND {rkey} NOT IN (SELECT rkey FROM recent WHERE recent.n >= {int(limits.rate_allowed)})""")
+    if flow.sequences:
+        sql.append(_sequence_sql(d))
+    sql.append(f"""
+            ORDER BY {ORDER}
+            LIMIT {b.p(size)}""")
+    return "".join(sql)
+
+
 def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
     claim, flow = intent.claim, intent.flow
     if claim.limit <= 0:
@@ -123,33 +150,17 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
         )""")
     if flow.sequences:
         sql.append(_heads_sql(d, b, claim.queue))
-    full = full_conditions(limits)
+    scan = scan_size(claim.limit)
+    # SQLite's planner indexes a CTE it joins on the fly, so the counts are joined here.
+    joins = ("LEFT JOIN running ON running.pkey = c.ckey"
+             + (" LEFT JOIN recent ON recent.rkey = c.rkey" if rate else ""))
+    counted = {"n": "coalesce(running.n, 0)", "mine": "coalesce(running.mine, 0)",
+               "starts": "coalesce(recent.n, 0)" if rate else "0"}
     sql.append(f""",
-        candidates AS (
-            SELECT j.id, j.priority, j.scheduled_at, {partition_sql(ckey, 'j')} AS ckey,
-                   {partition_sql(rkey, 'j')} AS rkey
-            FROM {t}river_job j
-            WHERE state = 'available' AND queue = {b.p(claim.queue)} AND priority >= 0
-              AND scheduled_at <= {b.p(sqlite_time(now))}{_claim_filters(b, claim)}""")
-    if full:
-        sql.append(f"""
-              AND {partition_sql(ckey, 'j')} NOT IN (SELECT pkey FROM running WHERE {' OR '.join(full)})""")
-    if rate:
-        sql.append(f"""
-              AND {partition_sql(rkey, 'j')} NOT IN (SELECT rkey FROM recent
-                                                     WHERE recent.n >= {int(limits.rate_allowed or 0)})""")
-    if flow.sequences:
-        sql.append(_sequence_sql(d))
-    sql.append(f"""
-            ORDER BY {ORDER}
-            LIMIT {b.p(scan_size(claim.limit))}
-        ),{ranked_sql(rate)},
-        chosen AS (
-            SELECT id, rkey FROM ranked
-            WHERE {take_conditions(limits)}
-            ORDER BY {ORDER}
-            LIMIT {b.p(claim.limit)}
-        )
+        fast AS ({_candidates_sql(d, b, intent, limits, now, min(claim.limit, scan))}
+        ),{fast_ok_sql(limits, counted, joins)},
+        candidates AS ({_candidates_sql(d, b, intent, limits, now, scan)}
+        ),{ranked_sql(counted, joins)},{chosen_sql(limits, b.p(claim.limit))}
         UPDATE {t}river_job
         {claim_set_sql(b, claim)}
         WHERE id IN (SELECT id FROM chosen) AND state = 'available'
