@@ -315,30 +315,45 @@ def describe(problems: list[str], limit: int = 40) -> str | None:
     return "differences (fixture -> ours):\n  " + "\n  ".join(shown) + more
 
 
+def stepwise_versions(fixture: Catalog) -> list[int]:
+    """The fixture's versions (River v0.43's, 1 to 7) and River's version 8 after them."""
+    from conformance.river_v8 import VERSION
+
+    return [*sorted(int(v) for v in fixture["schema_versions"]), VERSION]
+
+
 def stepwise_cases(fixture: Catalog) -> list[dict[str, Any]]:
-    versions = sorted(int(v) for v in fixture["schema_versions"])
+    versions = stepwise_versions(fixture)
     return (
-        [{"id": "catalog_at_7"}, {"id": "river_migration_rows"}]
+        [{"id": "catalog_at_7"}, {"id": "catalog_at_8"}, {"id": "river_migration_rows"}]
         + [{"id": f"up_to_{v}", "version": v} for v in versions]
         + [{"id": f"down_{v}_to_{v - 1}", "version": v} for v in reversed(versions)]
     )
 
 
 def check_stepwise(
-    case: dict[str, Any], fixture: Catalog, run: StepwiseRun, keyed: Any, summary: Any
+    case: dict[str, Any], fixture: Catalog, run: StepwiseRun, keyed: Any, summary: Any, at_8: Any
 ) -> str | None:
-    top = max(run.up)
-    if case["id"] == "catalog_at_7":
-        return describe(differences(keyed(fixture["catalog"]), keyed(run.up[top]), readable=True))
+    """One case of ``stepwise_cases``; ``at_8`` makes River's catalog at 8 from the fixture's
+    at 7 (``conformance.river_v8``), which versions 7 and 8 are checked against."""
+    expected = {7: fixture["catalog"], 8: at_8(fixture["catalog"])}
+    if case["id"] in ("catalog_at_7", "catalog_at_8"):
+        version = int(case["id"][-1])
+        return describe(differences(keyed(expected[version]), keyed(run.up[version]), readable=True))
     if case["id"] == "river_migration_rows":
-        want, got = fixture["catalog"]["river_migration_rows"], run.up[top]["river_migration_rows"]
-        return None if want == got else f"river_migration rows: fixture {want}, ours {got}"
+        for version, catalog in expected.items():
+            want, got = catalog["river_migration_rows"], run.up[version]["river_migration_rows"]
+            if want != got:
+                return f"river_migration rows at {version}: fixture {want}, ours {got}"
+        return None
     version = case["version"]
     if case["id"].startswith("up_to_"):
-        want_summary = fixture["schema_versions"][str(version)]
+        want_summary = (summary(expected[version]) if version in expected
+                        else fixture["schema_versions"][str(version)])
         got_summary = summary(run.up[version])
         return describe(differences(want_summary, {k: got_summary[k] for k in want_summary}))
     key = f"{version}->{version - 1}"
+    # Down from 8 must give back exactly River v0.43's schema at 7: no difference at all.
     want_diff = sorted(fixture["down_migration_differences_from_up_state"].get(key, []))
     got_diff = differences(keyed(run.up[version - 1]), keyed(run.down[version - 1]))
     if want_diff == got_diff:

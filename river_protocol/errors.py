@@ -60,6 +60,18 @@ class MigrationError(RiverError):
     """A migration request cannot be carried out (unknown version, other lines...)."""
 
 
+class RiverProSchemaError(MigrationError):
+    """A migration that rebuilds ``river_job`` (SQLite's version 8, either way) was refused
+    because River Pro's schema is installed beside it: the rebuild would drop the parts on that
+    table. ``objects`` names what was found; nothing was changed."""
+
+    def __init__(self, message: str, *, version: int, direction: str, objects: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.version = version
+        self.direction = direction
+        self.objects = objects
+
+
 class JobNotFoundError(RiverError):
     """No job with the requested id exists."""
 

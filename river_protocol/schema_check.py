@@ -7,8 +7,11 @@ migrate-up`` never ran, or one migrated by an older River, is refused with a
 anything runs (docs/guides/client.md, "Migrations"). Which tables are missing is worked out
 from the migration scripts themselves, so no second query is needed.
 
-A client needs every version of the main line this package ships (versions a newer River
-added beyond them are ignored, as River ignores them).
+A client needs the main line up to ``CLIENT_NEEDS_VERSION`` (7), not every version this package
+ships: version 8 only changes how SQLite numbers new jobs (no table, column or row a client
+reads), and fleets with River Go v0.43 to v0.47 stay at 7, which those Go clients and CLIs
+expect. A database at 8 is as good. Versions beyond the bundle (a newer River's) are ignored,
+as River ignores them.
 """
 
 from __future__ import annotations
@@ -47,9 +50,13 @@ def _tables_after(dialect: str, versions: Iterable[int]) -> set[str]:
     return tables
 
 
+# The newest main-line version a client requires (River v0.43's schema); see the module text.
+CLIENT_NEEDS_VERSION = 7
+
+
 def required_versions(dialect: str) -> tuple[int, ...]:
-    """The main-line versions a client of this package needs: every one it ships."""
-    return tuple(m.version for m in migrations_for(dialect, LINE_MAIN))
+    """The main-line versions a client of this package needs: 1 to ``CLIENT_NEEDS_VERSION``."""
+    return tuple(m.version for m in migrations_for(dialect, LINE_MAIN) if m.version <= CLIENT_NEEDS_VERSION)
 
 
 def migrate_command(database_url: str | None, schema: str | None, line: str = LINE_MAIN) -> str:
@@ -92,4 +99,4 @@ def schema_problem(
     )
 
 
-__all__ = ["migrate_command", "required_versions", "schema_problem"]
+__all__ = ["CLIENT_NEEDS_VERSION", "migrate_command", "required_versions", "schema_problem"]

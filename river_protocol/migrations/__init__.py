@@ -1,4 +1,4 @@
-"""River's migrations (main line, versions 1..7) for Postgres and SQLite, and the pure planner.
+"""River's migrations (main line, versions 1..8) for Postgres and SQLite, and the pure planner.
 
 The SQL lives in ``postgres/`` and ``sqlite/`` as package data. The ``GetMigrations`` and
 ``ApplyMigration`` intents are planned by each dialect's ``migrations`` module

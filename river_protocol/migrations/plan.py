@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from river_protocol.errors import MigrationError
 from river_protocol.migrations.bundle import check_direction
 
-MAIN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
+MAIN_VERSIONS: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)
 ALL = -1
 
 

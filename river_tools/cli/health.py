@@ -7,6 +7,10 @@ machine-readable object) and an exit status, 0 healthy, 1 not, with the reason:
   file that does not exist, which is never created here);
 - ``unmigrated``: River's tables are not there (no migration of the line applied);
 - ``outdated``: some migrations are applied but not all that this River needs.
+
+On the main line this River needs version 7, as its clients do (``river_protocol.schema_check``):
+a database at 7, where River Go v0.43 to v0.47 keep it, is healthy, and the reason says that
+version 8 is there to apply.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from typing import Any
 from river_db.connect import open_connection
 from river_db.migrator import Migrator
 from river_db.urls import explain_sqlite_path, missing_sqlite_file, parse_database_url
-from river_protocol.migrations import migrations_for
-from river_protocol.schema_check import migrate_command
+from river_protocol.migrations import LINE_MAIN, migrations_for
+from river_protocol.schema_check import migrate_command, required_versions
 from river_tools.cli.main import (
     EXIT_FAILURE,
     EXIT_OK,
@@ -46,7 +50,7 @@ class Health:
     database: str
     line: str
     applied: int | None = None  # the newest version of the line applied (None: unknown)
-    needed: int | None = None  # the newest version this River has for the line
+    needed: int | None = None  # the newest version of the line this River needs
 
     @property
     def ok(self) -> bool:
@@ -76,7 +80,9 @@ def check_health(url: str, *, schema: str | None = None, line: str = "main",
     """Connect to ``url`` and compare the applied migrations of ``line`` with this River's."""
     parsed = parse_database_url(url)
     shown = _redact(url)
-    needed = max(m.version for m in migrations_for(parsed.dialect, line))
+    shipped = [m.version for m in migrations_for(parsed.dialect, line)]
+    required = list(required_versions(parsed.dialect)) if line == LINE_MAIN else shipped
+    needed = max(required)
 
     def found(status: str, reason: str, applied: int | None = None) -> Health:
         return Health(status, reason, shown, line, applied, needed)
@@ -92,7 +98,7 @@ def check_health(url: str, *, schema: str | None = None, line: str = "main",
     try:
         with Migrator(conn, schema=schema, line=line) as migrator:
             applied = migrator.get_versions()
-            missing = migrator.validate().unapplied
+            missing = [v for v in required if v not in applied]
     except Exception as exc:
         if not is_driver_error(exc):
             raise
@@ -107,8 +113,10 @@ def check_health(url: str, *, schema: str | None = None, line: str = "main",
     if missing:
         return found("outdated", f"River's schema is at version {max(applied)} of line {line!r}; this "
                      f"River needs version {needed} (unapplied: {missing}); {fix}", max(applied))
+    newer = [v for v in shipped if v > needed and v not in applied]
+    extra = f"; version {', '.join(map(str, newer))} can be applied, not needed" if newer else ""
     return found("ok", f"the database answers and River's schema is current (line {line!r}, "
-                 f"version {max(applied)})", max(applied))
+                 f"version {max(applied)}{extra})", max(applied))
 
 
 def _connect(parsed: Any, timeout: float) -> Any:

@@ -13,6 +13,7 @@ import pytest
 
 from river_db.migrator import Migrator
 from river_protocol.migrations import migrations_for
+from river_protocol.schema_check import CLIENT_NEEDS_VERSION
 from river_tools.cli.health import check_health
 from river_tools.cli.main import main
 
@@ -45,8 +46,19 @@ def test_a_migrated_database_is_healthy(empty_url: str, capsys: pytest.CaptureFi
     code, out = health(capsys, "--database-url", empty_url, "--json")
     report = json.loads(out)
     assert code == 0 and report["ok"] is True and report["status"] == "ok"
-    assert report["applied"] == report["needed"] == max(m.version for m in migrations_for(
+    assert report["applied"] == max(m.version for m in migrations_for(
         "sqlite" if empty_url.startswith("sqlite") else "postgres", "main"))
+    assert report["needed"] == CLIENT_NEEDS_VERSION
+
+
+def test_a_database_at_7_is_healthy_and_told_of_8(empty_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Fleets with River Go v0.43 to v0.47 keep the database at 7, where this River's clients run.
+    with Migrator(empty_url) as migrator:
+        migrator.migrate_up(target_version=7)
+    code, out = health(capsys, "--database-url", empty_url, "--json")
+    report = json.loads(out)
+    assert code == 0 and report["status"] == "ok" and (report["applied"], report["needed"]) == (7, 7)
+    assert report["reason"].endswith("(line 'main', version 7; version 8 can be applied, not needed)")
 
 
 def test_an_unmigrated_database_is_refused_with_the_fix(
@@ -68,8 +80,8 @@ def test_the_fix_names_the_schema_checked(scratch_pg_url: str) -> None:
 def test_an_old_schema_is_refused_with_both_versions(
     empty_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    needed = CLIENT_NEEDS_VERSION
     with Migrator(empty_url) as migrator:
-        needed = max(m.version for m in migrator.all_versions())
         migrator.migrate_up(target_version=needed - 1)
     code, out = health(capsys, "--database-url", empty_url, "--json")
     report = json.loads(out)
@@ -103,7 +115,7 @@ def test_check_health_reports_what_it_checked(tmp_path: Path) -> None:
         migrator.migrate_up()
     result = check_health(url)
     assert result.ok and result.line == "main" and result.database == url
-    assert result.applied == result.needed
+    assert (result.applied, result.needed) == (8, 7)
 
 
 def test_bad_flags_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:

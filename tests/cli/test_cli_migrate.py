@@ -40,13 +40,40 @@ def test_migrate_up_applies_everything_and_reports(capsys: pytest.CaptureFixture
     code, out, err = run(capsys, "migrate-up", "--database-url", url)
     assert code == 0 and err == f"SQLite database {url.removeprefix('sqlite://')} (created)\n"
     lines = out.splitlines()
-    assert len(lines) == 7
+    assert len(lines) == 8
     assert lines[0].startswith("applied migration 001 [up] create river migration ")
     assert lines[6].startswith(
         "applied migration 007 [up] notification outbox sqlite jsonb and sql cleanup ["
     )
-    assert versions(url) == [1, 2, 3, 4, 5, 6, 7]
+    assert lines[7].startswith("applied migration 008 [up] job id autoincrement ")
+    assert versions(url) == [1, 2, 3, 4, 5, 6, 7, 8]
     assert run(capsys, "migrate-up", "--database-url", url)[1] == "no migrations to apply\n"
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_down_to_7_and_up_to_8_again(
+    capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest, dialect: str
+) -> None:
+    # River Go v0.43 to v0.47 stay at 7: `--target-version 7` takes a database back there.
+    url = request.getfixturevalue("url" if dialect == "sqlite" else "scratch_pg_url")
+    run(capsys, "migrate-up", "--database-url", url)
+    code, out, _ = run(capsys, "migrate-down", "--database-url", url, "--target-version", "7")
+    assert code == 0 and out.startswith("applied migration 008 [down] job id autoincrement [")
+    assert versions(url) == [1, 2, 3, 4, 5, 6, 7]
+    code, out, err = run(capsys, "validate", "--database-url", url)
+    assert code == 1 and "unapplied migrations: [8]" in err  # as River's newest CLI says
+    code, out, _ = run(capsys, "migrate-up", "--database-url", url, "--target-version", "8")
+    assert code == 0 and out.startswith("applied migration 008 [up]") and versions(url)[-1] == 8
+
+
+def test_river_pro_refusal_exits_1_with_its_message(capsys: pytest.CaptureFixture[str], url: str) -> None:
+    run(capsys, "migrate-up", "--database-url", url, "--target-version", "7")
+    with Migrator(url) as m:
+        m.conn.execute("CREATE TABLE river_workflow (id integer PRIMARY KEY)")  # River Pro's, as a stand-in
+    code, out, err = run(capsys, "migrate-up", "--database-url", url)
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert "migration 008 [up] refused: River Pro's schema is installed (river_workflow)" in err
+    assert versions(url) == [1, 2, 3, 4, 5, 6, 7]
 
 
 def test_max_steps_and_target_version(capsys: pytest.CaptureFixture[str], url: str) -> None:
@@ -57,7 +84,7 @@ def test_max_steps_and_target_version(capsys: pytest.CaptureFixture[str], url: s
     code, out, _ = run(capsys, "migrate-up", "--database-url", url, "--max-steps", "5")
     assert out.splitlines()[-1] == "no more migrations to apply"
     code, out, _ = run(capsys, "migrate-down", "--database-url", url)
-    assert code == 0 and versions(url) == [1, 2, 3, 4, 5, 6]
+    assert code == 0 and versions(url) == [1, 2, 3, 4, 5, 6, 7]
     code, out, _ = run(capsys, "migrate-down", "--database-url", url, "--target-version", "2")
     assert code == 0 and versions(url) == [1, 2]
     code, out, _ = run(capsys, "migrate-down", "--database-url", url, "--target-version", "0")
@@ -104,13 +131,13 @@ def test_migrate_list_marks_the_current_version(capsys: pytest.CaptureFixture[st
     assert out[:3] == [
         "  001 create river migration", "* 002 initial schema", "  003 river job tags non null",
     ]
-    assert len(out) == 7
+    assert len(out) == 8
 
 
 def test_validate_exit_status(capsys: pytest.CaptureFixture[str], url: str) -> None:
     run(capsys, "migrate-up", "--database-url", url, "--max-steps", "4")
     code, _, err = run(capsys, "validate", "--database-url", url)
-    assert code == 1 and "unapplied migrations: [5, 6, 7]" in err and "river migrate-up" in err
+    assert code == 1 and "unapplied migrations: [5, 6, 7, 8]" in err and "river migrate-up" in err
     run(capsys, "migrate-up", "--database-url", url)
     code, out, _ = run(capsys, "validate", "--database-url", url)
     assert code == 0 and "up to date" in out
@@ -131,8 +158,12 @@ def test_migrate_get_versions_and_directions(capsys: pytest.CaptureFixture[str])
     out = run(capsys, "migrate-get", "--all", "--down", "--exclude-version", "1",
               "--database-url", "postgres://localhost/x")[1]
     headers = [line for line in out.splitlines() if line.startswith("-- River ")]
-    assert headers == [f"-- River main migration 00{v} [down]" for v in (7, 6, 5, 4, 3, 2)]
+    assert headers == [f"-- River main migration 00{v} [down]" for v in (8, 7, 6, 5, 4, 3, 2)]
     assert "DROP TABLE river_notification;" in out  # Postgres flavour
+
+    out = run(capsys, "migrate-get", "--version", "8", "--up", "--dialect", "sqlite", "--schema", "alt")[1]
+    assert 'CREATE TABLE "alt".river_job (\n    id integer PRIMARY KEY AUTOINCREMENT,' in out
+    assert 'FROM "alt".sqlite_master' in out and "RAISE(ABORT" in out
 
     out = run(capsys, "migrate-get", "--version", "5", "--up", "--dialect", "postgres", "--schema", "alt")[1]
     assert "to_regclass('\"alt\".river_migration')" in out
@@ -218,7 +249,7 @@ def test_postgres_with_schema(capsys: pytest.CaptureFixture[str], scratch_pg_url
     args = ("--database-url", scratch_pg_url, "--schema", "alt")
     assert run(capsys, "validate", *args)[0] == 1
     code, out, _ = run(capsys, "migrate-up", *args)
-    assert code == 0 and out.count("applied migration") == 7
+    assert code == 0 and out.count("applied migration") == 8
     assert run(capsys, "validate", *args)[0] == 0
     with psycopg.connect(scratch_pg_url) as conn:
         query = "SELECT tablename FROM pg_tables WHERE schemaname = 'alt' ORDER BY 1"
@@ -237,7 +268,7 @@ def test_installed_script(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False, timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("applied migration") == 7
+    assert done.stdout.count("applied migration") == 8
     bad = subprocess.run(
         [str(RIVER), "migrate-up", "--database-url", f"sqlite://{db}", "--line", "nope"],
         capture_output=True, text=True, check=False, timeout=60,
@@ -273,7 +304,7 @@ def test_a_plain_file_path_is_still_a_sqlite_database(
     monkeypatch.chdir(tmp_path)
     code, _, err = run(capsys, "migrate-up", "--database-url", "jobs.sqlite3")
     assert code == 0, err
-    assert versions("sqlite://jobs.sqlite3") == [1, 2, 3, 4, 5, 6, 7]
+    assert versions("sqlite://jobs.sqlite3") == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_migrate_up_names_the_absolute_sqlite_file_it_opened(
@@ -288,4 +319,4 @@ def test_migrate_up_names_the_absolute_sqlite_file_it_opened(
     assert code == 0 and err == f"SQLite database {tmp_path / 'jobs.sqlite3'}\n"
     code, _, err = run(capsys, "migrate-down", "--database-url", str(tmp_path / "jobs.sqlite3"))
     assert code == 0 and err == f"SQLite database {tmp_path / 'jobs.sqlite3'}\n"
-    assert versions(f"sqlite://{tmp_path / 'jobs.sqlite3'}") == [1, 2, 3, 4, 5, 6]
+    assert versions(f"sqlite://{tmp_path / 'jobs.sqlite3'}") == [1, 2, 3, 4, 5, 6, 7]

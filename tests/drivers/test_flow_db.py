@@ -269,7 +269,7 @@ def test_python_line_up_down_and_list(kind: str, request: pytest.FixtureRequest,
         assert m.get_versions() == [1] and m.validate().ok
         Executor(m.conn, m.dialect).run(SetQueueLimits("q", QueueLimits(global_limit=1)))
         with Migrator(m.conn) as main_again:
-            assert main_again.get_versions() == [1, 2, 3, 4, 5, 6, 7]  # the lines are kept apart
+            assert main_again.get_versions() == [1, 2, 3, 4, 5, 6, 7, 8]  # the lines are kept apart
         assert [v.version for v in m.migrate_down().versions] == [1]
         assert m.get_versions() == []  # its bookkeeping row is gone with its tables
         assert Executor(m.conn, m.dialect).run(ListQueueLimits()) == []

@@ -66,11 +66,12 @@ def test_migrate_up_applies_all_versions(migrator: Migrator) -> None:
     assert migrator.get_versions() == []
     result = migrator.migrate_up()
     assert result.direction == "up" and not result.dry_run
-    assert [v.version for v in result.versions] == [1, 2, 3, 4, 5, 6, 7]
+    assert [v.version for v in result.versions] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert result.versions[1].name == "initial schema"
+    assert result.versions[7].name == "job id autoincrement"
     assert all(v.duration > 0 for v in result.versions)
     assert "river_leader" in result.versions[1].sql
-    assert migrator.get_versions() == [1, 2, 3, 4, 5, 6, 7]
+    assert migrator.get_versions() == [1, 2, 3, 4, 5, 6, 7, 8]
     assert _tables(migrator) == RIVER_TABLES
     assert migrator.validate().ok
     assert migrator.migrate_up().versions == []
@@ -78,7 +79,7 @@ def test_migrate_up_applies_all_versions(migrator: Migrator) -> None:
 
 def test_migrate_down_one_step_at_a_time(migrator: Migrator) -> None:
     migrator.migrate_up()
-    for remaining in range(6, -1, -1):
+    for remaining in range(7, -1, -1):
         result = migrator.migrate_down()
         assert [v.version for v in result.versions] == [remaining + 1]
         assert migrator.get_versions() == list(range(1, remaining + 1))
@@ -89,10 +90,10 @@ def test_migrate_down_one_step_at_a_time(migrator: Migrator) -> None:
 def test_target_version_and_max_steps(migrator: Migrator) -> None:
     assert [v.version for v in migrator.migrate_up(target_version=3).versions] == [1, 2, 3]
     assert [v.version for v in migrator.migrate_up(max_steps=2).versions] == [4, 5]
-    assert migrator.validate().unapplied == [6, 7]
+    assert migrator.validate().unapplied == [6, 7, 8]
     assert migrator.validate(target_version=5).ok
     migrator.migrate_up()
-    assert [v.version for v in migrator.migrate_down(target_version=4).versions] == [7, 6, 5]
+    assert [v.version for v in migrator.migrate_down(target_version=4).versions] == [8, 7, 6, 5]
     with pytest.raises(MigrationError, match="not applied"):
         migrator.migrate_down(target_version=6)
     with pytest.raises(MigrationError, match="not a valid"):
@@ -116,14 +117,14 @@ def test_migrate_method_and_bad_direction(migrator: Migrator) -> None:
 
 def test_dry_run_changes_nothing(migrator: Migrator) -> None:
     result = migrator.migrate_up(dry_run=True)
-    assert result.dry_run and [v.version for v in result.versions] == [1, 2, 3, 4, 5, 6, 7]
+    assert result.dry_run and [v.version for v in result.versions] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert all(v.duration == 0.0 and v.sql for v in result.versions)
     assert "CREATE TABLE" in result.versions[0].sql
     assert migrator.get_versions() == [] and _tables(migrator) == []
     migrator.migrate_up()
     down = migrator.migrate_down(target_version=-1, dry_run=True)
-    assert [v.version for v in down.versions] == [7, 6, 5, 4, 3, 2, 1]
-    assert migrator.get_versions() == [1, 2, 3, 4, 5, 6, 7]
+    assert [v.version for v in down.versions] == [8, 7, 6, 5, 4, 3, 2, 1]
+    assert migrator.get_versions() == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_failed_version_rolls_back_and_is_reported(migrator: Migrator) -> None:
@@ -151,7 +152,7 @@ def test_pre_v5_table_without_line_is_read_as_main(migrator: Migrator) -> None:
     assert migrator.get_versions() == [1, 2, 3, 4]
     migrator.migrate_up()
     assert _rows(migrator.conn, "SELECT line, version FROM river_migration ORDER BY version") == [
-        ("main", v) for v in range(1, 8)
+        ("main", v) for v in range(1, 9)
     ]
 
 
@@ -161,7 +162,7 @@ def test_rows_of_other_lines_are_tolerated_but_block_reverting_v5(migrator: Migr
     migrator.conn.cursor().execute(
         f"INSERT INTO river_migration (line, version) VALUES ({ph}, {ph})", ("workflow", 1)
     )
-    assert migrator.get_versions() == [1, 2, 3, 4, 5, 6, 7]
+    assert migrator.get_versions() == [1, 2, 3, 4, 5, 6, 7, 8]
     assert migrator.validate().ok
     migrator.migrate_down(target_version=5)
     assert migrator.get_versions() == [1, 2, 3, 4, 5]
@@ -220,11 +221,11 @@ def test_urls_and_paths(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_get_sql_and_all_versions(db_url: str) -> None:
     with Migrator(db_url) as m:
-        assert [v.version for v in m.all_versions()] == [1, 2, 3, 4, 5, 6, 7]
+        assert [v.version for v in m.all_versions()] == [1, 2, 3, 4, 5, 6, 7, 8]
         assert "TEMPLATE" not in m.get_sql(5, "up")
         assert "DROP TABLE river_migration" in m.get_sql(1, "down")
         with pytest.raises(MigrationError, match="not found"):
-            m.get_sql(8, "up")
+            m.get_sql(9, "up")
 
 
 # ---------------------------------------------------------------- dialect specifics
@@ -247,7 +248,7 @@ def test_postgres_custom_schema(scratch_pg_url: str) -> None:
         notes = list(m.conn.notifies(timeout=0, stop_after=1))
         assert [(n.channel, json.loads(n.payload)) for n in notes] == [("river_insert", {"queue": "default"})]
         m.migrate_up()
-        assert m.get_versions() == [1, 2, 3, 4, 5, 6, 7]
+        assert m.get_versions() == [1, 2, 3, 4, 5, 6, 7, 8]
         assert _tables(m, "river_custom") == RIVER_TABLES
         indexes = dict(_rows(m.conn, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s",
                              ("river_custom",)))
@@ -265,7 +266,7 @@ def test_sqlite_attached_schema(tmp_path: Any) -> None:
         conn.execute("ATTACH DATABASE ? AS other", (str(tmp_path / "other.db"),))
         with Migrator(conn, schema="other") as m:
             m.migrate_up()
-            assert m.get_versions() == [1, 2, 3, 4, 5, 6, 7]
+            assert m.get_versions() == [1, 2, 3, 4, 5, 6, 7, 8]
             assert _tables(m, "other") == RIVER_TABLES
             assert _tables(m) == []
             m.migrate_down(target_version=-1)
@@ -281,7 +282,7 @@ def test_sqlite_v7_converts_json_text_to_jsonb_and_back(sqlite_path: str) -> Non
             "INSERT INTO river_job (args, kind, max_attempts, tags, errors, metadata) "
             "VALUES ('{\"a\": 1}', 'k', 7, '[\"t\"]', NULL, '{\"m\": true}')"
         )
-        m.migrate_up()
+        m.migrate_up(target_version=7)
         row = m.conn.execute(
             "SELECT json(args), json(tags), errors, json(metadata), max_attempts, typeof(args) FROM river_job"
         ).fetchone()

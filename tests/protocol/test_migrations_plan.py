@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from river_protocol.dialects.base import drive
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
-from river_protocol.errors import MigrationError, ValidationError
+from river_protocol.errors import MigrationError, RiverProSchemaError, ValidationError
 from river_protocol.intents import ApplyMigration, GetMigrations, Statement
 from river_protocol.migrations import (
     MAIN_VERSIONS,
@@ -23,22 +23,23 @@ from river_protocol.migrations import (
     unapplied,
     versions_for,
 )
+from river_protocol.migrations.pro_guard import RIVER_PRO_MARKERS
 
-ALL7 = set(MAIN_VERSIONS)
+ALL8 = set(MAIN_VERSIONS)
 
 # ---------------------------------------------------------------- up
 
 
 def test_up_applies_every_unapplied_version_ascending() -> None:
-    assert plan_migration(set(), "up") == [1, 2, 3, 4, 5, 6, 7]
-    assert plan_migration({1, 2, 3}, "up") == [4, 5, 6, 7]
-    assert plan_migration({1, 3}, "up") == [2, 4, 5, 6, 7]
-    assert plan_migration(ALL7, "up") == []
+    assert plan_migration(set(), "up") == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert plan_migration({1, 2, 3}, "up") == [4, 5, 6, 7, 8]
+    assert plan_migration({1, 3}, "up") == [2, 4, 5, 6, 7, 8]
+    assert plan_migration(ALL8, "up") == []
 
 
 def test_up_max_steps_limits_the_count() -> None:
     assert plan_migration({1}, "up", max_steps=2) == [2, 3]
-    assert plan_migration({1, 2, 3, 4, 5, 6}, "up", max_steps=5) == [7]
+    assert plan_migration({1, 2, 3, 4, 5, 6}, "up", max_steps=5) == [7, 8]
 
 
 def test_up_target_is_inclusive() -> None:
@@ -56,39 +57,46 @@ def test_up_target_and_max_steps_combine() -> None:
 
 
 def test_up_target_minus_one_means_all() -> None:
-    assert plan_migration({1}, "up", target_version=-1) == [2, 3, 4, 5, 6, 7]
+    assert plan_migration({1}, "up", target_version=-1) == [2, 3, 4, 5, 6, 7, 8]
 
 
-@pytest.mark.parametrize("target", [0, 8, 100, -2])
+def test_a_database_at_7_goes_up_to_8_and_back() -> None:
+    # River Go v0.43 to v0.47 leave databases at 7; this River adds 8 and can take it away.
+    assert plan_migration(set(range(1, 8)), "up") == [8]
+    assert plan_migration(ALL8, "down", target_version=7) == [8]
+    assert plan_migration(ALL8, "down") == [8]
+
+
+@pytest.mark.parametrize("target", [0, 9, 100, -2])
 def test_unknown_target_is_an_error(target: int) -> None:
     for direction in ("up", "down"):
         with pytest.raises(MigrationError, match=f"version {target} is not a valid"):
-            plan_migration(ALL7, direction, target_version=target)
+            plan_migration(ALL8, direction, target_version=target)
 
 
 def test_negative_max_steps_applies_nothing() -> None:
     assert plan_migration(set(), "up", max_steps=-1) == []
-    assert plan_migration(ALL7, "down", max_steps=-1) == []
-    assert plan_migration(ALL7, "down", target_version=-1, max_steps=-1) == []
+    assert plan_migration(ALL8, "down", max_steps=-1) == []
+    assert plan_migration(ALL8, "down", target_version=-1, max_steps=-1) == []
 
 
 # ---------------------------------------------------------------- down
 
 
 def test_down_defaults_to_one_step() -> None:
-    assert plan_migration(ALL7, "down") == [7]
+    assert plan_migration(ALL8, "down") == [8]
     assert plan_migration({1, 2, 3}, "down") == [3]
     assert plan_migration(set(), "down") == []
 
 
 def test_down_max_steps() -> None:
-    assert plan_migration(ALL7, "down", max_steps=3) == [7, 6, 5]
+    assert plan_migration(ALL8, "down", max_steps=3) == [8, 7, 6]
     assert plan_migration({1, 2}, "down", max_steps=5) == [2, 1]
 
 
 def test_down_target_stops_before_it() -> None:
-    assert plan_migration(ALL7, "down", target_version=4) == [7, 6, 5]
-    assert plan_migration(ALL7, "down", target_version=7) == []
+    assert plan_migration(ALL8, "down", target_version=4) == [8, 7, 6, 5]
+    assert plan_migration(ALL8, "down", target_version=8) == []
 
 
 def test_down_target_must_be_applied() -> None:
@@ -97,13 +105,13 @@ def test_down_target_must_be_applied() -> None:
 
 
 def test_down_target_minus_one_removes_everything() -> None:
-    assert plan_migration(ALL7, "down", target_version=-1) == [7, 6, 5, 4, 3, 2, 1]
-    assert plan_migration(ALL7, "down", target_version=-1, max_steps=2) == [7, 6]
+    assert plan_migration(ALL8, "down", target_version=-1) == [8, 7, 6, 5, 4, 3, 2, 1]
+    assert plan_migration(ALL8, "down", target_version=-1, max_steps=2) == [8, 7]
 
 
 def test_versions_unknown_to_the_bundle_are_ignored() -> None:
-    assert plan_migration({1, 2, 8}, "down") == [2]
-    assert plan_migration({1, 2, 8}, "up", max_steps=1) == [3]
+    assert plan_migration({1, 2, 9}, "down") == [2]
+    assert plan_migration({1, 2, 9}, "up", max_steps=1) == [3]
 
 
 def test_available_versions_can_be_given() -> None:
@@ -133,8 +141,9 @@ def test_up_to_target_then_down_to_target(applied: set[int], target: int) -> Non
 
 
 def test_unapplied_lists_missing_versions() -> None:
-    assert unapplied(ALL7) == []
-    assert unapplied({1, 2, 4}) == [3, 5, 6, 7]
+    assert unapplied(ALL8) == []
+    assert unapplied({1, 2, 4}) == [3, 5, 6, 7, 8]
+    assert unapplied(set(range(1, 8))) == [8]  # a validation (River's) wants every version
     assert unapplied({1, 2}, target_version=4) == [3, 4]
     with pytest.raises(MigrationError):
         unapplied(set(), target_version=9)
@@ -144,12 +153,13 @@ def test_unapplied_lists_missing_versions() -> None:
 
 
 @pytest.mark.parametrize("dialect", ["postgres", "sqlite"])
-def test_bundle_has_versions_one_to_seven_with_names(dialect: str) -> None:
+def test_bundle_has_versions_one_to_eight_with_names(dialect: str) -> None:
     migrations = migrations_for(dialect)
-    assert [m.version for m in migrations] == [1, 2, 3, 4, 5, 6, 7]
+    assert [m.version for m in migrations] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert versions_for(dialect) == MAIN_VERSIONS
     assert migrations[0].name == "create river migration"
     assert migrations[6].name == "notification outbox sqlite jsonb and sql cleanup"
+    assert migrations[7].name == "job id autoincrement"
     for m in migrations:
         assert m.up_sql.strip() and m.down_sql.strip()
         assert m.sql("up") == m.up_sql and m.sql("down") == m.down_sql
@@ -159,7 +169,8 @@ def test_postgres_scripts_are_safe_for_psycopg_and_templated() -> None:
     for m in migrations_for("postgres"):
         for sql in (m.up_sql, m.down_sql):
             assert "%" not in sql  # psycopg would read it as a placeholder
-            assert SCHEMA_PLACEHOLDER in sql
+            # Version 8 is River's no-op on Postgres: comments only, nothing to qualify.
+            assert SCHEMA_PLACEHOLDER in sql or (m.version == 8 and split_statements(sql) == [])
 
 
 def test_render_replaces_every_placeholder_even_in_literals() -> None:
@@ -177,7 +188,7 @@ def test_unknown_dialect_line_or_version() -> None:
         check_line("mian")
     with pytest.raises(MigrationError, match="does not exist"):
         migrations_for("sqlite", line="workflow")
-    with pytest.raises(MigrationError, match=r"available versions: \[1, 2, 3, 4, 5, 6, 7\]"):
+    with pytest.raises(MigrationError, match=r"available versions: \[1, 2, 3, 4, 5, 6, 7, 8\]"):
         migration("sqlite", 9)
     with pytest.raises(ValidationError):
         migration("sqlite", 1).sql("sideways")
@@ -302,3 +313,50 @@ def test_apply_migration_rejects_bad_input() -> None:
         _run(SQLiteDialect().plan(ApplyMigration("main", 1, "sideways", "")), [])
     with pytest.raises(MigrationError):
         _run(SQLiteDialect().plan(ApplyMigration("main", 0, "up", "")), [])
+
+
+# ---------------------------------------------------------------- version 8 and River Pro
+
+
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_sqlite_v8_looks_for_river_pro_first_and_runs_when_there_is_none(direction: str) -> None:
+    sql = render(migration("sqlite", 8).sql(direction), '"other".')
+    _, seen = _run(SQLiteDialect(schema="other").plan(ApplyMigration("main", 8, direction, sql)), [[]])
+    assert seen[0].sql == ('SELECT name FROM "other".sqlite_master WHERE name IN (?, ?, ?) ORDER BY name')
+    assert seen[0].params == RIVER_PRO_MARKERS and seen[0].fetch
+    assert any('CREATE TABLE "other".river_job (' in s.sql for s in seen[1:])
+    assert seen[-1].params == ("main", 8)
+
+
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_sqlite_v8_is_refused_while_river_pro_is_installed(direction: str) -> None:
+    intent = ApplyMigration("main", 8, direction, migration("sqlite", 8).sql(direction))
+    with pytest.raises(RiverProSchemaError) as caught:
+        _run(SQLiteDialect().plan(intent), [[("river_job_sequence",), ("river_workflow",)]])
+    error = caught.value
+    assert isinstance(error, MigrationError)
+    assert (error.version, error.direction) == (8, direction)
+    assert error.objects == ("river_job_sequence", "river_workflow")
+    assert str(error).startswith(f"migration 008 [{direction}] refused: River Pro's schema is installed "
+                                 "(river_job_sequence, river_workflow)")
+    assert "rebuilds river_job" in str(error)
+    assert ("stays at version 7" if direction == "up" else "stays at version 8") in str(error)
+
+
+def test_only_sqlite_v8_of_the_main_line_looks_for_river_pro() -> None:
+    for line, version in (("main", 7), ("python", 8)):
+        intent = ApplyMigration(line, version, "up", "SELECT 1;")
+        _, seen = _run(SQLiteDialect().plan(intent), [])
+        assert "sqlite_master" not in seen[0].sql
+    # Postgres's version 8 is comments only: nothing but its bookkeeping runs.
+    intent = ApplyMigration("main", 8, "up", migration("postgres", 8).up_sql)
+    _, seen = _run(PostgresDialect().plan(intent), [])
+    assert [s.sql for s in seen] == ["INSERT INTO river_migration (line, version) VALUES (%s, %s)"]
+
+
+def test_the_sqlite_v8_scripts_carry_the_same_river_pro_check() -> None:
+    # For anyone running `river migrate-get` output by hand: the scripts refuse by themselves.
+    for direction in ("up", "down"):
+        sql = migration("sqlite", 8).sql(direction)
+        assert all(f"'{name}'" in sql for name in RIVER_PRO_MARKERS)
+        assert "RAISE(ABORT" in sql

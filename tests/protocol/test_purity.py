@@ -207,7 +207,7 @@ def test_core_paths_run_without_clock_or_global_randomness() -> None:
             next(dialect.plan(SetStateIfRunning(updates=(update,))))
             next(dialect.plan(InsertJobs(jobs=(params,), nonce="0123456789abcdef")))
             assert migrations_for(dialect.name)
-        assert plan_migration(set(), "up") == [1, 2, 3, 4, 5, 6, 7]
+        assert plan_migration(set(), "up") == [1, 2, 3, 4, 5, 6, 7, 8]
         producer = Producer(ProducerConfig(queue="default", client_id="c", max_workers=2), Seeded())
         out = producer.handle(ProducerStart(), now)
         assert out.intents

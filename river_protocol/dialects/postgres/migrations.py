@@ -1,6 +1,7 @@
 """Postgres plans for the migration intents. A script runs as one multi-statement string:
 psycopg sends a parameterless query with the simple protocol, which accepts several
-statements (so scripts must not contain ``%``, which psycopg would read as a placeholder)."""
+statements (so scripts must not contain ``%``, which psycopg would read as a placeholder).
+A script of comments only (River's no-op version 8 here) sends nothing but its bookkeeping."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.intents import ApplyMigration, GetMigrations, Statement
 from river_protocol.migrations.bookkeeping import apply_plan, get_versions_plan
+from river_protocol.migrations.sqlsplit import split_statements
 
 _EXISTENCE = (
     "SELECT to_regclass(%s) IS NOT NULL, EXISTS ("
@@ -24,7 +26,7 @@ def get_migrations(dialect: Any, intent: GetMigrations) -> Plan[list[int]]:
 
 
 def apply_migration(dialect: Any, intent: ApplyMigration) -> Plan[None]:
-    script = [Statement(intent.sql, (), fetch=False)] if intent.sql.strip() else []
+    script = [Statement(intent.sql, (), fetch=False)] if split_statements(intent.sql) else []
     return apply_plan(dialect.prefix, "%s", intent, script)
 
 

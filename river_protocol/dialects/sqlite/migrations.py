@@ -1,5 +1,6 @@
 """SQLite plans for the migration intents. sqlite3 executes one statement per call, so a
-script is split into statements first (see ``sqlsplit``)."""
+script is split into statements first (see ``sqlsplit``). A version that rebuilds river_job
+first looks for River Pro's schema and is refused when it is there (see ``pro_guard``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.intents import ApplyMigration, GetMigrations, Statement
+from river_protocol.migrations import pro_guard
 from river_protocol.migrations.bookkeeping import apply_plan, get_versions_plan
 from river_protocol.migrations.sqlsplit import split_statements
 
@@ -28,8 +30,13 @@ def get_migrations(dialect: Any, intent: GetMigrations) -> Plan[list[int]]:
 
 
 def apply_migration(dialect: Any, intent: ApplyMigration) -> Plan[None]:
+    if pro_guard.rebuilds_job_table("sqlite", intent):
+        rows = yield pro_guard.markers_query(dialect.prefix)
+        refused = pro_guard.refusal(intent, tuple(str(row[0]) for row in rows), dialect.schema)
+        if refused is not None:
+            raise refused
     script = [Statement(sql, (), fetch=False) for sql in split_statements(intent.sql)]
-    return apply_plan(dialect.prefix, "?", intent, script)
+    yield from apply_plan(dialect.prefix, "?", intent, script)
 
 
 PLANNERS: dict[type, Planner] = {

@@ -85,6 +85,16 @@ def test_an_older_schema_is_refused_with_the_versions(h: Harness, unmigrated_url
         (1, 2, 3, 4, 5, 6), (7,), 7)
 
 
+def test_a_database_at_7_starts_as_one_at_8_does(h: Harness, unmigrated_url: str) -> None:
+    # 7 is River v0.43's schema, where fleets with River Go v0.43 to v0.47 keep the database;
+    # River's 8 only changes how SQLite numbers new jobs, so a client needs 7 and takes 8.
+    for version in (7, 8):
+        with Migrator(unmigrated_url) as migrator:
+            migrator.migrate_up(target_version=version)
+        with fast_client(h, unmigrated_url, h.workers(lambda args: None, Task)) as client:
+            assert client.state is ClientState.STARTED
+
+
 def test_an_insert_only_client_is_refused_too(h: Harness, unmigrated_url: str) -> None:
     with pytest.raises(DatabaseNotMigratedError):
         h.client(unmigrated_url).start()

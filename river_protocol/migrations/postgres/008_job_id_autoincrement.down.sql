@@ -1,0 +1,1 @@
+-- Nothing to undo on Postgres (see the up script); only the version's record goes.

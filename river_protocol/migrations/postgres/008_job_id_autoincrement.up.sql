@@ -1,0 +1,4 @@
+-- River's version 8 changes SQLite only: there, river_job's ids become AUTOINCREMENT so a
+-- deleted job's id is never handed out again. A Postgres bigserial id comes from a sequence,
+-- which never goes back, so nothing changes here; the version is still recorded, as River
+-- records it, so both databases count versions alike.
