@@ -106,20 +106,30 @@ def fast_ok_sql(limits: QueueLimits, counted: dict[str, str], joins: str = "") -
         )"""
 
 
-def chosen_sql(limits: QueueLimits, limit: str) -> str:
-    """The ``chosen`` CTE (rule step 4): ``fast`` when it all passes, else the first ``limit``
-    ranked candidates that pass. Each branch is gated by ``fast_ok`` alone, so the database
-    runs the ranked branch (the scan of ``scan_size`` candidates) only when the fast one fails."""
+def ranked_chosen_sql(limits: QueueLimits, limit: str, gate: str = "") -> str:
+    """The ``chosen`` CTE of the full scan (rule step 4): the first ``limit`` ranked candidates
+    that pass (``gate``: a condition on the whole branch, leading ``AND``)."""
     return f"""
+        chosen AS (
+            SELECT id, rkey FROM ranked
+            WHERE {take_conditions(limits)}{gate}
+            ORDER BY {ORDER}
+            LIMIT {limit}
+        )"""
+
+
+def chosen_sql(limits: QueueLimits, limit: str) -> str:
+    """The ``chosen`` CTE in one statement: ``fast`` when it all passes, else the first
+    ``limit`` ranked candidates that pass. Each branch is gated by ``fast_ok`` alone, which
+    Postgres checks before running the branch, so the ranked one (the scan of ``scan_size``
+    candidates) runs only when the fast one fails."""
+    slow = ranked_chosen_sql(limits, limit, " AND NOT (SELECT ok FROM fast_ok)").replace(
+        "chosen AS (", "slow AS (", 1)
+    return f"""{slow},
         chosen AS (
             SELECT id, rkey FROM fast WHERE (SELECT ok FROM fast_ok)
             UNION ALL
-            SELECT id, rkey FROM (
-                SELECT id, rkey, priority, scheduled_at FROM ranked
-                WHERE NOT (SELECT ok FROM fast_ok) AND {take_conditions(limits)}
-                ORDER BY {ORDER}
-                LIMIT {limit}
-            ) AS slow
+            SELECT id, rkey FROM slow
         )"""
 
 

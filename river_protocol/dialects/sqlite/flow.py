@@ -15,7 +15,6 @@ from river_protocol.dialects.flow_common import (
     ORDER,
     UPSERT_SET,
     busiest_plan,
-    chosen_sql,
     fast_ok_sql,
     flow_status_plan,
     full_conditions,
@@ -23,6 +22,7 @@ from river_protocol.dialects.flow_common import (
     list_limits_plan,
     missing_line,
     partitions_json,
+    ranked_chosen_sql,
     ranked_sql,
     update_limits_plan,
 )
@@ -131,9 +131,11 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
     now = claim.now or _time(head[0][0])
     rate = limits.rate_allowed is not None
     since = sqlite_time(now - limits.rate_period) if limits.rate_period is not None else None
-    b = binder()
     ckey, rkey = flow.concurrency_partition, flow.rate_partition
-    sql = [f"""
+
+    def counts(b: Binder) -> str:
+        """Rule step 1: the ``running`` (and ``recent``, ``heads``) CTEs."""
+        sql = [f"""
         WITH running AS (
             SELECT {partition_sql(ckey, 'r')} AS pkey, count(*) AS n,
                    count(*) FILTER (WHERE r.attempted_by ->> '$[#-1]' = {b.p(claim.client_id)}) AS mine
@@ -141,31 +143,42 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
             WHERE r.state = 'running' AND r.queue = {b.p(claim.queue)}
             GROUP BY 1
         )"""]
-    if rate:
-        sql.append(f""",
+        if rate:
+            sql.append(f""",
         recent AS (
             SELECT partition_key AS rkey, count(*) AS n FROM {t}river_py_job_start
             WHERE queue = {b.p(claim.queue)} AND started_at > {b.p(since)}
             GROUP BY 1
         )""")
-    if flow.sequences:
-        sql.append(_heads_sql(d, b, claim.queue))
+        if flow.sequences:
+            sql.append(_heads_sql(d, b, claim.queue))
+        return "".join(sql)
+
     scan = scan_size(claim.limit)
     # SQLite's planner indexes a CTE it joins on the fly, so the counts are joined here.
     joins = ("LEFT JOIN running ON running.pkey = c.ckey"
              + (" LEFT JOIN recent ON recent.rkey = c.rkey" if rate else ""))
     counted = {"n": "coalesce(running.n, 0)", "mine": "coalesce(running.mine, 0)",
                "starts": "coalesce(recent.n, 0)" if rate else "0"}
-    sql.append(f""",
+    # The fast path (flow_control's docstring) as a statement of its own: SQLite would build
+    # the ranks of the full scan before reading a condition that makes them unneeded. Both run
+    # under this transaction's write lock, so nothing changes between them.
+    b = binder()
+    fast = yield Statement(f"""{counts(b)},
         fast AS ({_candidates_sql(d, b, intent, limits, now, min(claim.limit, scan))}
-        ),{fast_ok_sql(limits, counted, joins)},
+        ),{fast_ok_sql(limits, counted, joins)}
+        SELECT (SELECT ok FROM fast_ok), (SELECT json_group_array(id) FROM fast)""", tuple(b.params))
+    b = binder()  # placeholders in the order written: the WITH, the SET, then the WHERE
+    sql = "" if fast[0][0] else f"""{counts(b)},
         candidates AS ({_candidates_sql(d, b, intent, limits, now, scan)}
-        ),{ranked_sql(counted, joins)},{chosen_sql(limits, b.p(claim.limit))}
+        ),{ranked_sql(counted, joins)},{ranked_chosen_sql(limits, b.p(claim.limit))}"""
+    sql += f"""
         UPDATE {t}river_job
-        {claim_set_sql(b, claim)}
-        WHERE id IN (SELECT id FROM chosen) AND state = 'available'
-        RETURNING {JOB_COLUMNS}""")
-    rows = job_rows((yield Statement("".join(sql), tuple(b.params))))
+        {claim_set_sql(b, claim)}"""
+    chosen = f"SELECT value FROM json_each({b.p(fast[0][1])})" if fast[0][0] else "SELECT id FROM chosen"
+    rows = job_rows((yield Statement(f"""{sql}
+        WHERE id IN ({chosen}) AND state = 'available'
+        RETURNING {JOB_COLUMNS}""", tuple(b.params))))
     if rate and rows:
         horizon = sqlite_time(now - start_retention(limits.rate_period or timedelta(0)))
         yield Statement(f"DELETE FROM {t}river_py_job_start WHERE queue = ? AND started_at <= ?",
