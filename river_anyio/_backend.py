@@ -32,10 +32,11 @@ import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 import sniffio
 from sniffio import current_async_library_cvar as _sniffio_cvar
 from sniffio import thread_local as _sniffio_thread
@@ -405,3 +406,115 @@ Backend = TrioBackend | AsyncioBackend  # one running loop's primitives (see the
 
 __all__ = ["AsyncioBackend", "Backend", "Event", "Lock", "TrioBackend", "current", "current_time",
            "loop_deadline", "named", "sleep", "utcnow", "wait_either", "wait_event"]
+
+
+# ---------------------------------------------------------------- notifier (river_anyio.notifier)
+# What the notifier takes from the loop where river_sync's takes threads (river_sync._backend's
+# section of the same name): a dispatcher task behind a memory stream, the loop's socket wait
+# in a cancel scope, and a worker thread for each blocking call.
+
+checkpoint = anyio.lowlevel.checkpoint
+
+
+async def run_blocking(fn: Callable[[], T]) -> T:
+    """``fn()`` in a worker thread, waited for even when cancelled (a connection half-opened
+    must not be abandoned)."""
+    return await anyio.to_thread.run_sync(fn, abandon_on_cancel=False)
+
+
+class Stop:
+    """A task is stopped by cancelling it: never set; ``sleep`` is the loop's (river_sync's
+    is a flag its threads check)."""
+
+    __slots__ = ()
+
+    def is_set(self) -> bool:
+        return False
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+
+TAKEN, FULL, CLOSED = "taken", "full", "closed"  # what Mailbox.put answers
+
+
+class Mailbox(Generic[T]):
+    """A bounded buffer one task drains, in order, into ``deliver`` while ``serve`` runs.
+
+    ``put`` never waits: it answers ``TAKEN``, ``FULL`` (dropped) or ``CLOSED`` (dropped: no
+    dispatcher, e.g. a poll that delivered while the notifier shut down)."""
+
+    def __init__(self, size: int, deliver: Callable[[T], None]) -> None:
+        self._size = size
+        self._deliver = deliver
+        self._send: Any = None  # the memory stream's send side while serve() runs
+
+    def put(self, item: T) -> str:
+        send = self._send
+        if send is None:
+            return CLOSED
+        backend = current()
+        try:
+            send.send_nowait(item)
+        except backend.would_block:
+            return FULL
+        except backend.closed_channel:
+            return CLOSED
+        return TAKEN
+
+    async def serve(self, body: Callable[[], Awaitable[None]]) -> None:
+        """Run the dispatcher task and ``body()`` together; both end when either does."""
+        send, receive = anyio.create_memory_object_stream[T](self._size)
+        self._send = send
+        try:
+            try:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._drain, receive)
+                    try:
+                        await body()
+                    finally:
+                        group.cancel_scope.cancel()
+            except BaseExceptionGroup as errors:
+                # The task group is an implementation detail: callers see the error itself.
+                if len(errors.exceptions) == 1:
+                    raise errors.exceptions[0] from None
+                raise
+        finally:
+            self._send = None
+            send.close()
+
+    async def _drain(self, receive: Any) -> None:
+        async with receive:
+            async for item in receive:
+                self._deliver(item)
+
+
+class SocketWait:
+    """Waits for a socket to be readable until a deadline, cut short by ``wake()``: the wait runs
+    in a cancel scope that ``wake`` cancels. ``open``/``close`` have nothing to do on a loop."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self) -> None:
+        self._scope: anyio.CancelScope | None = None
+
+    def open(self) -> None:
+        """Nothing to open (river_sync's makes its wake-up socket pair)."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+    def wake(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def wait(self, fd: int, deadline: float, *, skip: bool = False) -> None:
+        """Until ``fd`` is readable, ``deadline`` (on ``current_time``) passes or a wake; ``skip``:
+        there is work already (a wake sent while no wait was on), return at the checkpoint."""
+        with anyio.CancelScope(deadline=deadline) as scope:
+            self._scope = scope
+            if skip:
+                scope.cancel()
+            await anyio.wait_readable(fd)
+        self._scope = None
+

@@ -1,23 +1,25 @@
-"""Receiving River notifications on trio or asyncio: Postgres LISTEN, the SQLite outbox, or nothing.
+"""Receiving River notifications: Postgres LISTEN, the SQLite outbox, or nothing.
 
-Mirrors ``river_sync.notifier``. A notifier runs as a task,
-``await nursery.start(notifier.run)``: ``start`` returns once the subscribed
-topics are listened to (or raises if the first connection fails), and
-cancelling the nursery stops it and closes its connection; nothing outlives
-the nursery.
+One source for both clients: river_sync's notifier is generated from river_anyio's (this
+module, by tools/async_to_sync.py); they differ only in the ``if True:  # ASYNC`` branches and
+in ``_backend``'s notifier section. On an event loop (trio or asyncio) a notifier runs as a
+task, ``await nursery.start(notifier.run)``: ``start`` returns once the subscribed topics are
+listened to (or raises if the first connection fails), and cancelling the nursery stops it and
+closes its connection. In river_sync, ``start()`` does the same with a listener thread and a
+dispatcher thread, which ``stop()`` joins.
 
-``subscribe(topic, target)`` takes a callback ``target(topic, payload)`` or a
-channel that receives ``(topic, payload)`` tuples through ``send_nowait`` (an
-AnyIO memory object send stream, or a ``trio.MemorySendChannel`` under trio). Delivery
-goes through a bounded buffer to a dispatcher task; a full buffer (or a full
-subscriber channel) drops the notification and counts it in ``dropped``, since
-every consumer also polls. Notifications sent while a listener is disconnected
-are lost; ``on_listening`` fires after each (re)connection so a consumer can
-poll once to cover the gap.
+``subscribe(topic, target)`` takes a callback ``target(topic, payload)`` (or, on a loop, a
+channel that receives ``(topic, payload)`` tuples through ``send_nowait``: an AnyIO memory
+object send stream, or a ``trio.MemorySendChannel`` under trio). Delivery goes through a bounded
+buffer to the dispatcher; a full buffer (or a full subscriber channel) drops the notification
+and counts it in ``dropped``, since every consumer also polls. Notifications sent while a
+listener is disconnected are lost; ``on_listening`` fires after each (re)connection so a
+consumer can poll once to cover the gap.
 
-The Postgres listener holds no thread: it waits for its socket with
-``anyio.wait_readable`` and reads what arrived without blocking. Only
-connecting, LISTEN/UNLISTEN and the ping go through a worker thread.
+The Postgres listener waits for its socket (the loop's ``wait_readable``, or ``select`` in
+river_sync's thread) and reads what arrived without blocking; a topic change cuts the wait
+short. The last statement on the listen connection is always a LISTEN
+(``river_db.listen_plan``), so River's tools see a listener.
 """
 
 from __future__ import annotations
@@ -30,12 +32,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import anyio.abc
-import anyio.lowlevel
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from river_anyio import _backend
-from river_anyio.database import run_blocking
 from river_anyio.executor import ThreadRunner
+from river_db.executor import execute_step
 from river_db.listen_plan import ping_sql, reconcile_steps
 from river_db.listen_probe import ListenProbe
 from river_db.notify_settings import (
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NotifyCallback = Callable[[str, str], None]
-Target = NotifyCallback | Any  # or a channel with send_nowait((topic, payload))
+Target = NotifyCallback | Any  # or, on a loop, a channel with send_nowait((topic, payload))
 
 __all__ = [
     "BUFFER_SIZE",
@@ -89,11 +89,17 @@ class Subscription:
 
 
 class NotifierProtocol(Protocol):
-    dropped: int
+    dropped: int  # notifications lost to a full buffer
 
     async def subscribe(self, topic: str, target: Target) -> Subscription: ...
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None: ...
+    if True:  # ASYNC
+        async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+                      ) -> None: ...
+    else:
+        def start(self) -> None: ...
+
+        def stop(self) -> None: ...
 
     async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool: ...
 
@@ -115,36 +121,47 @@ def _call_hook(hook: Callable[[], None] | None, name: str) -> None:
 
 
 class NullNotifier:
-    """Notifications off (poll-only mode): subscriptions never fire; ``run`` just waits."""
+    """Notifications off (poll-only mode): subscriptions never fire."""
 
     dropped = 0
 
     async def subscribe(self, topic: str, target: Target) -> Subscription:
         _validate_topic(topic)
-        await anyio.lowlevel.checkpoint()
+        await _backend.checkpoint()
         return Subscription(None, topic, target)
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        task_status.started()
-        await anyio.sleep_forever()
+    if True:  # ASYNC
+        async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            """Wait until cancelled."""
+            task_status.started()
+            await anyio.sleep_forever()
+    else:
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            pass
 
     async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
-        await anyio.lowlevel.checkpoint()
+        await _backend.checkpoint()
         return True
 
 
 class _Hub:
-    """Subscriptions, the bounded buffer and the dispatcher task, shared by notifiers."""
+    """Subscriptions, the bounded buffer and its dispatcher, shared by notifiers."""
 
     def __init__(self, *, buffer_size: int, name: str) -> None:
         if buffer_size < 1:
             raise ValidationError(f"buffer_size must be at least 1, got {buffer_size}")
         self._name = name
         self._subs: dict[str, list[Subscription]] = {}
-        self._buffer_size = buffer_size
-        self._send: MemoryObjectSendStream[tuple[str, str]] | None = None
-        self._running = False
+        # river_sync's subscribers, listener and dispatcher are threads; on a loop it is never contended.
+        self._subs_lock = threading.Lock()
+        self._mailbox = _backend.Mailbox[tuple[str, str]](buffer_size, self._dispatch)
+        self._stop = _backend.Stop()
         self.dropped = 0
+        if True:  # ASYNC
+            self._running = False
 
     # --- subscriptions
 
@@ -153,31 +170,40 @@ class _Hub:
         is listened to when the notifier is running (so a later NOTIFY is received)."""
         self._check_topic(topic)
         sub = Subscription(self, topic, target)
-        subs = self._subs.setdefault(topic, [])
-        first = not subs
-        subs.append(sub)
+        with self._subs_lock:
+            subs = self._subs.setdefault(topic, [])
+            first = not subs
+            subs.append(sub)
         if first:
             await self._topics_changed()
         else:
-            await anyio.lowlevel.checkpoint()
+            await _backend.checkpoint()
         return sub
 
     def _remove(self, sub: Subscription) -> None:
-        subs = self._subs.get(sub.topic, [])
-        if sub in subs:
-            subs.remove(sub)
-        if not subs and sub.topic in self._subs:
-            del self._subs[sub.topic]
-            self._wake()
+        with self._subs_lock:
+            subs = self._subs.get(sub.topic, [])
+            if sub in subs:
+                subs.remove(sub)
+            last = not subs and sub.topic in self._subs
+            if last:
+                del self._subs[sub.topic]
+        if last:
+            if True:  # ASYNC
+                self._wake()  # unsubscribe() cannot wait on a loop: the listener UNLISTENs soon
+            else:
+                self._topics_changed()  # returns once the listener UNLISTENed
 
     def _topics(self) -> set[str]:
-        return set(self._subs)
+        with self._subs_lock:
+            return set(self._subs)
 
     def _check_topic(self, topic: str) -> None:
         _validate_topic(topic)
 
     async def _topics_changed(self) -> None:
-        await anyio.lowlevel.checkpoint()
+        """Hook: the set of subscribed topics changed (the listener waits until it LISTENs)."""
+        await _backend.checkpoint()
 
     def _wake(self) -> None:
         """Hook: the set of subscribed topics changed (no waiting)."""
@@ -185,79 +211,62 @@ class _Hub:
     # --- buffer and dispatch
 
     def _enqueue(self, topic: str, payload: str) -> None:
-        if self._send is None:
+        answer = self._mailbox.put((topic, payload))
+        if answer == _backend.TAKEN:
             return
-        backend = _backend.current()
-        try:
-            self._send.send_nowait((topic, payload))
-        except backend.would_block:
-            self.dropped += 1
+        self.dropped += 1
+        if answer == _backend.FULL:
             log.warning("%s: dropping a %s notification, buffer full", self._name, topic)
-        except backend.closed_channel:
-            # The dispatcher has ended (the notifier is shutting down) while a poll or listen
-            # still delivered: nobody is left to hand it to, and every consumer also polls.
-            self.dropped += 1
+        # CLOSED: the dispatcher has ended (the notifier is shutting down) while a poll or listen
+        # still delivered: nobody is left to hand it to, and every consumer also polls.
 
-    async def _dispatch(self, receive: MemoryObjectReceiveStream[tuple[str, str]]) -> None:
-        async with receive:
-            async for topic, payload in receive:
-                for sub in list(self._subs.get(topic, ())):
-                    self._deliver(sub, topic, payload)
+    def _dispatch(self, item: tuple[str, str]) -> None:
+        topic, payload = item
+        with self._subs_lock:
+            subs = list(self._subs.get(topic, ()))
+        for sub in subs:
+            self._deliver(sub, topic, payload)
 
     def _deliver(self, sub: Subscription, topic: str, payload: str) -> None:
         target = sub.target
-        send_nowait = getattr(target, "send_nowait", None)
-        if send_nowait is not None:
-            backend = _backend.current()
-            try:
-                send_nowait((topic, payload))
-            except backend.would_block:
-                self.dropped += 1
-                log.warning("%s: subscriber channel full, dropping a %s notification", self._name, topic)
-            except backend.closed_channel:
-                sub.unsubscribe()
-            return
+        if True:  # ASYNC
+            send_nowait = getattr(target, "send_nowait", None)
+            if send_nowait is not None:
+                backend = _backend.current()
+                try:
+                    send_nowait((topic, payload))
+                except backend.would_block:
+                    self.dropped += 1
+                    log.warning("%s: subscriber channel full, dropping a %s notification", self._name, topic)
+                except backend.closed_channel:
+                    sub.unsubscribe()
+                return
         try:
             target(topic, payload)
         except Exception:
             log.exception("%s: subscriber callback for %s failed", self._name, topic)
 
-    async def _serve(self, body: Callable[[anyio.abc.TaskGroup], Any]) -> None:
-        """Run the dispatcher and ``body(task_group)`` together; both end with the caller's group."""
-        if self._running:
-            raise RiverError(f"{self._name} is already running")
-        self._running = True
-        send, receive = anyio.create_memory_object_stream[tuple[str, str]](self._buffer_size)
-        self._send = send
-        try:
+    if True:  # ASYNC
+        async def _serve(self, body: Callable[[], Any]) -> None:
+            """Run the dispatcher and ``body()`` together; both end with the caller's task group."""
+            if self._running:
+                raise RiverError(f"{self._name} is already running")
+            self._running = True
             try:
-                async with anyio.create_task_group() as nursery:
-                    nursery.start_soon(self._dispatch, receive)
-                    try:
-                        await body(nursery)
-                    finally:
-                        nursery.cancel_scope.cancel()
-            except BaseExceptionGroup as group:
-                # The nursery is an implementation detail: callers see the error itself.
-                if len(group.exceptions) == 1:
-                    raise group.exceptions[0] from None
-                raise
-        finally:
-            self._send = None
-            send.close()
-            self._running = False
+                await self._mailbox.serve(body)
+            finally:
+                self._running = False
 
 
 # ---------------------------------------------------------------- postgres
 
 
 class Notifier(_Hub):
-    """Postgres LISTEN on one dedicated autocommit connection, waited on without a thread.
+    """Postgres LISTEN on one dedicated autocommit connection.
 
-    ``connect`` is a connection URL or an async function returning a new
-    autocommit psycopg connection (``AsyncDatabase.connect_dedicated``).
-    Channels are ``<schema>.<topic>`` with the configured schema or the
-    connection's ``current_schema()``.
+    ``connect`` is a connection URL or a function returning a new autocommit psycopg
+    connection (``AsyncDatabase.connect_dedicated``). Channels are ``<schema>.<topic>`` with
+    the configured schema or the connection's ``current_schema()``.
     """
 
     def __init__(
@@ -288,14 +297,20 @@ class Notifier(_Hub):
         self._on_listening = on_listening
         self._listened: set[str] = set()
         self._prefix = ""
-        # Set while the session waits for input; cancelling it makes the session reconcile.
-        self._wait_scope: anyio.CancelScope | None = None
-        self._waiters: list[anyio.Event] = []
+        # The socket wait a topic change cuts short, so that the session reconciles.
+        self._socket_wait = _backend.SocketWait()
+        self._state_lock = threading.Lock()  # guards _up and _waiters (river_sync: across threads)
+        self._waiters: list[Any] = []  # _backend.Events set once the listener reconciled
+        # True while a session listens (river_sync: from start() on): subscribers then wait for a LISTEN.
         self._up = False
-        # run()'s task_status until the first session listens (then started() is called).
-        self._pending_start: anyio.abc.TaskStatus[None] | None = None
-        self._run_scope: anyio.CancelScope | None = None
         self.reconnects = 0
+        if True:  # ASYNC
+            # run()'s task_status until the first session listens (then started() is called).
+            self._pending_start: anyio.abc.TaskStatus[None] | None = None
+            self._run_scope: anyio.CancelScope | None = None
+        else:
+            self._lifecycle_lock = threading.Lock()
+            self._thread: threading.Thread | None = None
 
     def _check_topic(self, topic: str) -> None:
         _validate_topic(topic)
@@ -307,49 +322,104 @@ class Notifier(_Hub):
     # --- subscriptions meet the listener
 
     def _wake(self) -> None:
-        if self._wait_scope is not None:
-            self._wait_scope.cancel()
+        self._socket_wait.wake()
+
+    def _in_listener(self) -> bool:
+        """Whether this is the listener (an on_listening hook subscribing): it must not wait for itself."""
+        if True:  # ASYNC
+            return False  # the hook is called synchronously: it cannot await subscribe()
+        else:
+            return self._thread is threading.current_thread()
 
     async def _topics_changed(self) -> None:
-        if not self._up:
+        """Have the listener LISTEN/UNLISTEN now and wait until it did, so a notification sent
+        after ``subscribe`` returns is received."""
+        done = _backend.Event()
+        with self._state_lock:
+            waiting = self._up and not self._in_listener()
+            if waiting:
+                self._waiters.append(done)
+                self._wake()
+        if not waiting:
             # The next connection LISTENs to whatever is subscribed then.
-            await anyio.lowlevel.checkpoint()
+            await _backend.checkpoint()
             return
-        done = anyio.Event()
-        self._waiters.append(done)
-        self._wake()
-        with anyio.move_on_after(self._connect_timeout):
-            await done.wait()
+        await _backend.wait_event(done, self._connect_timeout)
 
     def _release_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, []
+        with self._state_lock:
+            waiters, self._waiters = self._waiters, []
         for event in waiters:
             event.set()
 
     # --- lifecycle
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Listen until cancelled. The first connection is made before ``started()``, so a
-        configuration error surfaces from ``nursery.start``; later failures reconnect."""
+    if True:  # ASYNC
+        async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            """Listen until cancelled. The first connection is made before ``started()``, so a
+            configuration error surfaces from ``nursery.start``; later failures reconnect."""
 
-        async def body(_group: anyio.abc.TaskGroup) -> None:
-            conn = await self._connect_checked()
-            with anyio.CancelScope() as self._run_scope:  # cancelled by a failed probe()
-                await self._listen_forever(conn, task_status)
+            async def body() -> None:
+                conn = await self._connect_checked()
+                self._pending_start = task_status
+                with anyio.CancelScope() as self._run_scope:  # cancelled by a failed probe()
+                    await self._listen_forever(conn)
 
-        await self._serve(body)
+            await self._serve(body)
+    else:
+        def start(self) -> None:
+            """Connect (raising if that fails, to surface configuration errors early) and
+            start listening in the background; returns once the subscribed topics are
+            LISTENed (or the first connection was lost). Idempotent while running."""
+            with self._lifecycle_lock:
+                if self._thread is not None:
+                    return
+                conn = self._connect()
+                self._stop.clear()
+                self._socket_wait.open()
+                self._mailbox.start(f"{self._name}-dispatch")
+                listening = _backend.Event()
+                with self._state_lock:
+                    self._up = True  # connected: subscribers wait for the first LISTEN
+                    self._waiters.append(listening)
+                self._thread = threading.Thread(target=self._listen_forever, args=(conn,),
+                                                name="river-notifier-listen", daemon=True)
+                self._thread.start()
+            # Topics subscribed before start are LISTENed once this returns.
+            listening.wait(self._connect_timeout)
+
+        def stop(self) -> None:
+            """Stop listening, close the connection and join both threads."""
+            with self._lifecycle_lock:
+                thread, self._thread = self._thread, None
+                if thread is None:
+                    return
+                self._stop.set()
+                self._wake()
+                _backend.join(thread)
+                self._mailbox.stop()
+                self._socket_wait.close()
+
+        def __enter__(self) -> Notifier:
+            self.start()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.stop()
 
     async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         """Whether a notification sent to ourselves from another connection arrives within
-        ``timeout`` seconds (``river_db.listen_probe``). False behind a pooler in transaction mode, and then
-        ``run`` returns: a listener that hears nothing is closed. True when there was
-        nothing to probe (not listening now, or no room for the probe's channel)."""
+        ``timeout`` seconds (``river_db.listen_probe``). False behind a pooler in transaction
+        mode (and then, on a loop, ``run`` returns: a listener that hears nothing is closed;
+        river_sync's client stops it). True when there was nothing to probe (not listening
+        now, or no room for the probe's channel)."""
         probe = ListenProbe(timeout=timeout)
-        prefix = self._prefix
-        if not self._up or not prefix or not probe.fits(prefix):
-            await anyio.lowlevel.checkpoint()
+        with self._state_lock:
+            up, prefix = self._up, self._prefix
+        if not up or not prefix or not probe.fits(prefix):
+            await _backend.checkpoint()
             return True
-        arrived = threading.Event()  # waited on in real time, whatever clock the loop runs on
+        arrived = threading.Event()  # waited on in real time, whatever clock a loop runs on
 
         def heard(topic: str, payload: str) -> None:
             if probe.answered_by(payload):
@@ -358,22 +428,25 @@ class Notifier(_Hub):
         sub = await self.subscribe(probe.topic, heard)
         try:
             conn = await self._connect()
-            await run_blocking(lambda: probe.send(conn, prefix))
-            await run_blocking(lambda: arrived.wait(probe.timeout))
+            await _backend.run_blocking(lambda: probe.send(conn, prefix))
+            await _backend.run_blocking(lambda: arrived.wait(probe.timeout))
         finally:
             sub.unsubscribe()
-        if not arrived.is_set() and self._run_scope is not None:
-            self._run_scope.cancel()
+        if True:  # ASYNC
+            if not arrived.is_set() and self._run_scope is not None:
+                self._run_scope.cancel()
         return arrived.is_set()
 
     async def _connect_checked(self) -> Any:
-        with anyio.fail_after(self._connect_timeout + 1):
-            return await self._connect()
+        if True:  # ASYNC
+            with anyio.fail_after(self._connect_timeout + 1):
+                return await self._connect()
+        else:
+            return self._connect()  # its connect_timeout bounds it
 
-    async def _listen_forever(self, conn: Any, task_status: anyio.abc.TaskStatus[None]) -> None:
+    async def _listen_forever(self, conn: Any) -> None:
         attempt = 0
-        self._pending_start = task_status
-        while True:
+        while not self._stop.is_set():
             try:
                 if conn is None:
                     conn = await self._connect_checked()
@@ -382,64 +455,70 @@ class Notifier(_Hub):
                 error: Exception = RiverError("the listener session ended")
                 healthy = True
             except Exception as exc:
-                if self._pending_start is not None:
-                    raise  # the first session never listened: a setup error for nursery.start
+                if True:  # ASYNC
+                    if self._pending_start is not None:
+                        raise  # the first session never listened: a setup error for nursery.start
                 error = exc
                 healthy = self._up
             finally:
-                self._up = False
+                with self._state_lock:
+                    self._up = False
                 self._listened = set()
-                self._release_waiters()
+                self._release_waiters()  # subscribers waiting for a LISTEN get it on the next connection
                 if conn is not None:
                     _close(conn)
                 conn = None
+            if self._stop.is_set():
+                break
             attempt = 1 if healthy else attempt + 1
             delay = self._backoff(attempt)
             log.warning("river-notifier: listener failed (%s); reconnecting in %.2fs", error, delay)
-            await anyio.sleep(delay)
+            await self._stop.sleep(delay)
 
     async def _session(self, conn: psycopg.Connection[Any]) -> None:
-        runner = ThreadRunner(conn, kind="postgres")
+        runner = _runner(conn)
         schema = self._schema
         if schema is None:
-            rows = await runner.run_plan(_one(Statement("SELECT current_schema()")))
+            rows = await _run(runner, Statement("SELECT current_schema()"))
             if not rows or rows[0][0] is None:
                 raise RiverError("current_schema() is NULL: configure a schema or fix search_path")
             schema = str(rows[0][0])
         self._prefix = schema + "."
-        self._up = True
+        with self._state_lock:
+            self._up = True
         await self._reconcile(runner)
-        task_status, self._pending_start = self._pending_start, None
-        if task_status is not None:
-            task_status.started()
+        if True:  # ASYNC
+            task_status, self._pending_start = self._pending_start, None
+            if task_status is not None:
+                task_status.started()
         _call_hook(self._on_listening, "river-notifier")
-        next_ping = anyio.current_time() + self._ping_interval
+        next_ping = _backend.current_time() + self._ping_interval
         fd = conn.fileno()
-        while True:
+        while not self._stop.is_set():
             self._drain(conn)
             await self._reconcile(runner)
-            now = anyio.current_time()
+            now = _backend.current_time()
             if now >= next_ping:
                 # Notifications don't reset the timer: the ping also proves the
                 # connection can still carry a request, not only receive. It is a LISTEN
                 # repeated, so the connection still looks like a listener (river_db.listen_plan).
                 ping = Statement(ping_sql(self._prefix, self._listened), fetch=False)
-                with anyio.fail_after(self._connect_timeout):
-                    await runner.run_plan(_one(ping))
+                if True:  # ASYNC
+                    with anyio.fail_after(self._connect_timeout):
+                        await _run(runner, ping)
+                else:
+                    _run(runner, ping)
                 next_ping = now + self._ping_interval
                 continue
-            with anyio.CancelScope(deadline=next_ping) as scope:
-                self._wait_scope = scope
-                if self._waiters or self._topics() != self._listened:
-                    scope.cancel()
-                await anyio.wait_readable(fd)
-            self._wait_scope = None
+            due = bool(self._waiters) or self._topics() != self._listened  # a wake came before the wait
+            await self._socket_wait.wait(fd, next_ping, skip=due)
 
-    async def _reconcile(self, runner: ThreadRunner) -> None:
-        waiters, self._waiters = self._waiters, []
+    async def _reconcile(self, runner: Any) -> None:
+        with self._state_lock:
+            waiters, self._waiters = self._waiters, []
         try:
             for step in reconcile_steps(self._listened, self._topics()):
-                await runner.run_plan(_one(Statement(step.sql(self._prefix), fetch=False)))
+                await _run(runner, Statement(step.sql(self._prefix), fetch=False))
                 if step.verb == "LISTEN":
                     self._listened.add(step.topic)
                 else:
@@ -450,7 +529,7 @@ class Notifier(_Hub):
 
     def _drain(self, conn: psycopg.Connection[Any]) -> None:
         # notifies(timeout=0) reads what the socket holds without waiting, and first
-        # returns anything psycopg queued while a LISTEN or ping ran in a thread.
+        # returns anything psycopg queued while a LISTEN or ping ran.
         for note in conn.notifies(timeout=0):
             if not note.channel.startswith(self._prefix):
                 continue
@@ -461,9 +540,24 @@ class Notifier(_Hub):
             raise RiverError("the listener connection was closed")
 
 
-def _one(step: Statement) -> Any:
-    rows = yield step
-    return rows
+if True:  # ASYNC
+    def _runner(conn: Any) -> Any:
+        return ThreadRunner(conn, kind="postgres")
+
+    async def _run(runner: Any, statement: Statement) -> list[tuple[Any, ...]]:
+        """``statement`` on the listen connection, in a worker thread a cancellation interrupts."""
+        return await runner.run_plan(_one(statement))  # type: ignore[no-any-return]
+
+    def _one(step: Statement) -> Any:
+        rows = yield step
+        return rows
+else:
+    def _runner(conn: Any) -> Any:
+        return conn
+
+    def _run(runner: Any, statement: Statement) -> list[tuple[Any, ...]]:
+        """``statement`` on the listen connection, in the listener's thread."""
+        return execute_step(runner, statement)
 
 
 def _close(conn: Any) -> None:
@@ -475,7 +569,8 @@ def _close(conn: Any) -> None:
 async def _connect_url(url: str, timeout: float) -> Any:
     from river_db.connect import connect_dedicated
 
-    return await run_blocking(lambda: connect_dedicated(url, {"connect_timeout": max(1, int(timeout))}))
+    params = {"connect_timeout": max(1, int(timeout))}
+    return await _backend.run_blocking(lambda: connect_dedicated(url, params))
 
 
 # ---------------------------------------------------------------- sqlite
@@ -485,7 +580,8 @@ class SQLiteNotifier(_Hub):
     """Polls the ``river_notification`` outbox every 50 ms for rows past a cursor.
 
     The cursor starts at ``max(id)`` when listening begins (earlier rows are never
-    delivered) and advances past every row read, subscribed topic or not.
+    delivered) and advances past every row read, subscribed topic or not. Ids
+    are a valid cursor because SQLite's single writer commits them in order.
     """
 
     def __init__(
@@ -504,28 +600,62 @@ class SQLiteNotifier(_Hub):
         self._batch_size = batch_size
         self._backoff = backoff
         self._on_listening = on_listening
+        if True:  # ASYNC
+            pass  # run() lives as long as its task
+        else:
+            self._lifecycle_lock = threading.Lock()
+            self._thread: threading.Thread | None = None
 
     async def _max_id(self) -> int:
         return int(await self._db.run(MaxNotificationId(), readonly=True) or 0)
 
-    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Read the starting cursor (raising if the outbox is unreadable), then poll until cancelled."""
+    if True:  # ASYNC
+        async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            """Read the starting cursor (raising if the outbox is unreadable), then poll until cancelled."""
 
-        async def body(_group: anyio.abc.TaskGroup) -> None:
-            cursor = await self._max_id()
-            task_status.started()
-            await self._poll_forever(cursor)
+            async def body() -> None:
+                cursor = await self._max_id()
+                task_status.started()
+                await self._poll_forever(cursor)
 
-        await self._serve(body)
+            await self._serve(body)
+    else:
+        def start(self) -> None:
+            """Read the starting cursor (raising if the outbox is unreadable) and start polling."""
+            with self._lifecycle_lock:
+                if self._thread is not None:
+                    return
+                cursor = self._max_id()
+                self._stop.clear()
+                self._mailbox.start(f"{self._name}-dispatch")
+                self._thread = threading.Thread(target=self._poll_forever, args=(cursor,),
+                                                name="river-sqlite-notifier-poll", daemon=True)
+                self._thread.start()
+
+        def stop(self) -> None:
+            with self._lifecycle_lock:
+                thread, self._thread = self._thread, None
+                if thread is None:
+                    return
+                self._stop.set()
+                _backend.join(thread)
+                self._mailbox.stop()
+
+        def __enter__(self) -> SQLiteNotifier:
+            self.start()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.stop()
 
     async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
-        await anyio.lowlevel.checkpoint()
+        await _backend.checkpoint()
         return True  # the outbox is a table: it has no connection to lose notifications on
 
     async def _poll_forever(self, cursor: int | None) -> None:
         attempt = 0
         announced = False
-        while True:
+        while not self._stop.is_set():
             try:
                 if cursor is None:
                     # Like a reconnect on Postgres: what was sent meanwhile is skipped.
@@ -538,11 +668,13 @@ class SQLiteNotifier(_Hub):
                                           readonly=True)
                 attempt = 0
             except Exception as exc:
+                if self._stop.is_set():
+                    break
                 attempt += 1
                 cursor = None
                 delay = self._backoff(attempt)
                 log.warning("river-sqlite-notifier: poll failed (%s); retrying in %.2fs", exc, delay)
-                await anyio.sleep(delay)
+                await self._stop.sleep(delay)
                 continue
             wanted = self._topics()
             for row in rows:
@@ -550,7 +682,7 @@ class SQLiteNotifier(_Hub):
                 if row.topic in wanted:
                     self._enqueue(row.topic, row.payload)
             if len(rows) < self._batch_size:
-                await anyio.sleep(self._poll_interval)
+                await self._stop.sleep(self._poll_interval)
 
 
 # ---------------------------------------------------------------- choice
@@ -558,11 +690,11 @@ class SQLiteNotifier(_Hub):
 
 def notifier_for(database: AsyncDatabase, *, enabled: bool = True, listen_url: str | None = None,
                  **options: Any) -> NotifierProtocol:
-    """LISTEN on Postgres (on ``listen_url`` when given), the outbox on SQLite, ``NullNotifier``
-    when ``enabled`` is false."""
+    """The notifier matching ``database``: LISTEN on Postgres (on ``listen_url`` when given,
+    else on a connection like the database's), the outbox on SQLite, ``NullNotifier`` when
+    ``enabled`` is false (poll-only)."""
     if not enabled:
         return NullNotifier()
     if database.dialect.name == "postgres":
         return Notifier(listen_url or database.connect_dedicated, schema=database.dialect.schema, **options)
     return SQLiteNotifier(database, **options)
-

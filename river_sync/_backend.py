@@ -21,10 +21,17 @@ Nothing here sits between a job and its thread: the claim-run-complete path of
 
 from __future__ import annotations
 
+import select
+import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from contextlib import suppress
 from datetime import UTC, datetime
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 Event = threading.Event
 Lock = threading.Lock
@@ -79,3 +86,139 @@ def current() -> ThreadBackend:
 
 __all__ = ["Backend", "Event", "Lock", "ThreadBackend", "current", "current_time", "sleep", "utcnow",
            "wait_either", "wait_event"]
+
+
+# ---------------------------------------------------------------- notifier (river_sync.notifier)
+# What the generated notifier does with threads where river_anyio's has tasks and the loop's
+# socket wait: a dispatcher thread behind a bounded buffer, a select() a wake-up byte cuts
+# short, a stop flag the loops check, and blocking calls made in place.
+
+
+def checkpoint() -> None:
+    """Nothing to do: a thread has no scheduler to yield to (a loop's checkpoint there)."""
+
+
+def run_blocking(fn: Callable[[], T]) -> T:
+    """``fn()`` right here: the caller is a thread already (a worker thread's hop there)."""
+    return fn()
+
+
+def join(thread: threading.Thread | None) -> None:
+    """Wait for ``thread`` unless it is this one (a stop() from its own callback returns at once)."""
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+
+
+class Stop:
+    """A stop request a thread's loop checks (``is_set``); ``sleep`` pauses it unless stopped.
+
+    On a loop a task is stopped by cancelling it, so river_anyio's is never set."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def sleep(self, seconds: float) -> None:
+        self._event.wait(seconds)
+
+
+class Mailbox(Generic[T]):
+    """A bounded buffer one dispatcher thread drains, in order, into ``deliver``.
+
+    ``put`` never waits: it answers ``TAKEN``, or ``FULL`` (the item is dropped). Items put
+    before ``start`` wait for the dispatcher; ``start`` and ``stop`` clear the buffer."""
+
+    def __init__(self, size: int, deliver: Callable[[T], None]) -> None:
+        self._size = size
+        self._deliver = deliver
+        self._items: deque[T] = deque()
+        self._cond = threading.Condition()
+        self._running = False
+        self._thread: threading.Thread | None = None
+
+    def put(self, item: T) -> str:
+        with self._cond:
+            if len(self._items) >= self._size:
+                return FULL
+            self._items.append(item)
+            self._cond.notify()
+        return TAKEN
+
+    def start(self, name: str) -> None:
+        with self._cond:
+            self._running = True
+            self._items.clear()
+        self._thread = threading.Thread(target=self._drain, name=name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._running = False
+            self._items.clear()
+            self._cond.notify_all()
+        join(self._thread)
+        self._thread = None
+
+    def _drain(self) -> None:
+        while True:
+            with self._cond:
+                while self._running and not self._items:
+                    self._cond.wait()
+                if not self._running:
+                    return
+                item = self._items.popleft()
+            self._deliver(item)
+
+
+TAKEN, FULL, CLOSED = "taken", "full", "closed"  # what Mailbox.put answers (CLOSED: river_anyio's only)
+
+
+class SocketWait:
+    """Waits for a socket to be readable until a deadline, cut short by ``wake()`` from any thread.
+
+    The wake-up is a byte on a socket pair that the same ``select`` watches, so a wake sent
+    before the wait still cuts it short. ``open`` before use, ``close`` after."""
+
+    def __init__(self) -> None:
+        self._r: socket.socket | None = None
+        self._w: socket.socket | None = None
+
+    def open(self) -> None:
+        self._r, self._w = socket.socketpair()
+        self._r.setblocking(False)
+        self._w.setblocking(False)
+
+    def close(self) -> None:
+        for sock in (self._r, self._w):
+            if sock is not None:
+                sock.close()
+        self._r = self._w = None
+
+    def wake(self) -> None:
+        if self._w is not None:
+            with suppress(BlockingIOError, OSError):
+                self._w.send(b"\x00")
+
+    def wait(self, fd: int, deadline: float, *, skip: bool = False) -> None:
+        """Until ``fd`` is readable, ``deadline`` (on ``current_time``) passes or a wake; ``skip``:
+        there is work already (a wake was sent or is due), return at once."""
+        wake = self._r
+        assert wake is not None, "SocketWait.open() first"
+        if skip:
+            return
+        readable, _, _ = select.select([fd, wake.fileno()], [], [], max(0.0, deadline - time.monotonic()))
+        if wake.fileno() in readable:
+            with suppress(BlockingIOError):
+                while wake.recv(4096):
+                    pass
+

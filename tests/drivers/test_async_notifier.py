@@ -404,7 +404,7 @@ def test_a_delivery_after_the_dispatcher_ended_is_dropped_not_raised(run: Run, m
             notifier = SQLiteNotifier(db)
             send, receive = anyio.create_memory_object_stream[tuple[str, str]](10)
             await receive.aclose()
-            notifier._send = send
+            notifier._mailbox._send = send
             notifier._enqueue("river_insert", "{}")
             assert notifier.dropped == 1
             await send.aclose()
