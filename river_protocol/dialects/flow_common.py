@@ -85,21 +85,36 @@ def ranked_sql(counted: dict[str, str], joins: str = "") -> str:
         )"""
 
 
-def fast_ok_sql(limits: QueueLimits, counted: dict[str, str], joins: str = "") -> str:
-    """The ``fast_ok`` CTE: whether every row of ``fast`` (the first min(limit, scan)
-    candidates) passes rule step 4. A candidate's ranks depend only on the candidates before
-    it, so then those rows are exactly what the rule takes, and the claim needs neither the
-    full scan nor the ranks; a partition passes when its count in ``fast`` plus what it already
-    has is within each limit. The usual case when limits do not bind: one more pass over the
-    batch the plain claim reads anyway."""
-    def over(count: str, limit: int | None) -> list[str]:
-        return [] if limit is None else [f"count(*) + max({counted[count]}) > {int(limit)}"]
+def fast_ok_sql(limits: QueueLimits, running_rows: str, starts_rows: str) -> str:
+    """The ``fast_ok`` CTE: whether every row of ``fast`` (the first min(limit, scan) available
+    jobs, before any full partition is left out) fits its partitions' limits with all the rows
+    of ``fast`` ahead of it. Then none of those partitions is full, so ``fast`` is exactly the
+    first candidates, each one's ranks are at most its partition's count in ``fast``, and the
+    rule (flow_control's docstring) takes exactly ``fast``: the claim needs neither every
+    partition's counts nor the full scan's ranks. The usual case while limits do not bind.
 
-    ckey = over("n", limits.global_limit) + over("mine", limits.local_limit)
-    rkey = over("starts", limits.rate_allowed)
-    checks = [f"""NOT EXISTS (
-                SELECT 1 FROM fast c {joins} GROUP BY c.{column} HAVING {' OR '.join(over)})"""
-              for column, over in (("ckey", ckey), ("rkey", rkey)) if over]
+    ``running_rows``: the dialect's SELECT of (ckey, 0, 1, mine) per running job of a
+    partition in ``fast``; ``starts_rows``: of (rkey, 0, 1) per recorded start of a rate
+    partition in ``fast``. Added to ``fast``'s own rows and summed per partition, no join, so
+    no plan that stale statistics could make quadratic. Both are rendered before this text
+    and appear in it in that order, as their placeholders were bound."""
+    checks = []
+    over = [f"sum(cand) + sum(n) > {int(limits.global_limit)}"] if limits.global_limit is not None else []
+    over += [f"sum(cand) + sum(mine) > {int(limits.local_limit)}"] if limits.local_limit is not None else []
+    if over:
+        checks.append(f"""NOT EXISTS (
+                SELECT 1 FROM (
+                    SELECT ckey, 1 AS cand, 0 AS n, 0 AS mine FROM fast
+                    UNION ALL{running_rows}
+                ) AS u
+                GROUP BY ckey HAVING {' OR '.join(over)})""")
+    if limits.rate_allowed is not None:
+        checks.append(f"""NOT EXISTS (
+                SELECT 1 FROM (
+                    SELECT rkey, 1 AS cand, 0 AS n FROM fast
+                    UNION ALL{starts_rows}
+                ) AS u
+                GROUP BY rkey HAVING sum(cand) + sum(n) > {int(limits.rate_allowed)})""")
     return f"""
         fast_ok AS (
             SELECT {' AND '.join(checks) or 'true'} AS ok

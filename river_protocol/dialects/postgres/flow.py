@@ -102,9 +102,10 @@ def _sequence_sql(d: Any) -> str:
                 AND (j.metadata -> '{SEQUENCE_HALT}') ? e.state::text))"""
 
 
-def _candidates_sql(d: Any, b: Binder, intent: ClaimLimitedJobs, limits: QueueLimits, now: datetime | None,
-                    size: int) -> str:
-    """The first ``size`` candidates (rule step 2) in claim order, with their partition keys.
+def _candidates_sql(d: Any, b: Binder, intent: ClaimLimitedJobs, limits: QueueLimits, size: int,
+                    leave_out_full: bool = True) -> str:
+    """The first ``size`` candidates (rule step 2) in claim order, with their partition keys
+    (``leave_out_full=False``: full partitions kept, for the fast path's check).
 
     A full partition is found by a lookup in the ``counts`` and ``rcounts`` objects (binary
     search), not by a join: a join's plan follows the table's statistics, and on a queue whose
@@ -117,10 +118,10 @@ def _candidates_sql(d: Any, b: Binder, intent: ClaimLimitedJobs, limits: QueueLi
             FROM {d.prefix}river_job j
             WHERE state = 'available' AND queue = {b.p(claim.queue)}::text
               AND scheduled_at <= {now_sql(b, claim.now)}{_claim_filters(b, claim)}"""]
-    if full_conditions(limits):
+    if leave_out_full and full_conditions(limits):
         sql.append(f"""
               AND NOT ((SELECT full_keys FROM counts) ? {ckey})""")
-    if limits.rate_allowed is not None:
+    if leave_out_full and limits.rate_allowed is not None:
         sql.append(f"""
               AND NOT ((SELECT full_keys FROM rcounts) ? {rkey})""")
     if flow.sequences:
@@ -151,15 +152,43 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
         # After the lock, so that start times are in the order the claims ran.
         now = (yield Statement("SELECT clock_timestamp()"))[0][0]
     t, b = d.prefix, binder()
-    ckey = flow.concurrency_partition
+    cpart = flow.concurrency_partition
     full = full_conditions(limits)
-    # Rule step 1, each count once per claim, as JSON objects keyed by partition (see
-    # _candidates_sql); full_keys: the partitions that take no job (step 2).
-    sql = [f"""
-        WITH running AS (
-            SELECT {partition_sql(ckey, 'r')} AS pkey, count(*) AS n,
-                   count(*) FILTER (WHERE r.attempted_by[array_length(r.attempted_by, 1)]
-                                    = {b.p(claim.client_id)}::text) AS mine
+    scan = scan_size(claim.limit)
+    mine_sql = "r.attempted_by[array_length(r.attempted_by, 1)] = {client}::text"
+    window = "started_at > {now}::timestamptz - {period} * interval '1 millisecond'"
+    sql = ["\n        WITH"]
+    if flow.sequences:
+        sql.append(_heads_sql(d, b, claim.queue).lstrip(",") + ",")
+    # The fast path (fast_ok_sql): the first min(limit, scan) available jobs, and the running
+    # jobs and recent starts of their partitions only.
+    sql.append(f"""
+        fast AS ({_candidates_sql(d, b, intent, limits, min(claim.limit, scan), leave_out_full=False)}
+        ),
+        fast_keys AS MATERIALIZED (
+            SELECT coalesce(jsonb_object_agg(ckey, true), '{{}}') AS c,
+                   coalesce(jsonb_object_agg(rkey, true), '{{}}') AS r
+            FROM fast
+        ),""")
+    running_rows = "" if not full else f"""
+                    SELECT {partition_sql(cpart, 'r')}, 0, 1,
+                           CASE WHEN {mine_sql.format(client=b.p(claim.client_id))} THEN 1 ELSE 0 END
+                    FROM {t}river_job r
+                    WHERE r.state = 'running' AND r.queue = {b.p(claim.queue)}::text
+                      AND (SELECT c FROM fast_keys) ? {partition_sql(cpart, 'r')}"""
+    starts_rows = "" if not rate else f"""
+                    SELECT partition_key, 0, 1 FROM {t}river_py_job_start
+                    WHERE queue = {b.p(claim.queue)}::text
+                      AND {window.format(now=b.p(now), period=b.p(limits.rate_period_ms))}
+                      AND (SELECT r FROM fast_keys) ? partition_key"""
+    sql.append(fast_ok_sql(limits, running_rows, starts_rows))
+    # The full rule, run only when the fast path fails: rule step 1 for every partition, each
+    # count once per claim as JSON objects keyed by partition (see _candidates_sql);
+    # full_keys: the partitions that take no job (step 2).
+    sql.append(f""",
+        running AS (
+            SELECT {partition_sql(cpart, 'r')} AS pkey, count(*) AS n,
+                   count(*) FILTER (WHERE {mine_sql.format(client=b.p(claim.client_id))}) AS mine
             FROM {t}river_job r
             WHERE r.state = 'running' AND r.queue = {b.p(claim.queue)}::text
             GROUP BY 1
@@ -170,14 +199,13 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
                    coalesce(jsonb_object_agg(pkey, true)
                             FILTER (WHERE {' OR '.join(full) or 'false'}), '{{}}') AS full_keys
             FROM running
-        )"""]
+        )""")
     if rate:
         sql.append(f""",
         recent AS (
             SELECT partition_key AS rkey, count(*) AS n FROM {t}river_py_job_start
             WHERE queue = {b.p(claim.queue)}::text
-              AND started_at > {b.p(now)}::timestamptz
-                               - {b.p(limits.rate_period_ms)} * interval '1 millisecond'
+              AND {window.format(now=b.p(now), period=b.p(limits.rate_period_ms))}
             GROUP BY 1
         ),
         rcounts AS MATERIALIZED (
@@ -186,22 +214,16 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
                             FILTER (WHERE n >= {int(limits.rate_allowed or 0)}), '{{}}') AS full_keys
             FROM recent
         )""")
-    if flow.sequences:
-        sql.append(_heads_sql(d, b, claim.queue))
-    scan = scan_size(claim.limit)
     counted = {"n": _count("counts", "n", "c.ckey"), "mine": _count("counts", "mine", "c.ckey"),
                "starts": _count("rcounts", "n", "c.rkey") if rate else "0"}
     sql.append(f""",
-        fast AS ({_candidates_sql(d, b, intent, limits, now, min(claim.limit, scan))}
-        ),{fast_ok_sql(limits, counted)},
-        candidates AS ({_candidates_sql(d, b, intent, limits, now, scan)}
+        candidates AS ({_candidates_sql(d, b, intent, limits, scan)}
         ),{ranked_sql(counted)},{chosen_sql(limits, b.p(claim.limit) + "::integer")},
         updated AS (
             UPDATE {t}river_job j
             {claim_set_sql(b, claim)}
-            FROM chosen
-            WHERE j.id = chosen.id AND j.state = 'available'
-            RETURNING j.*, chosen.rkey AS py_rkey
+            WHERE j.id = ANY(ARRAY(SELECT id FROM chosen)) AND j.state = 'available'
+            RETURNING j.*, {partition_sql(flow.rate_partition, 'j')} AS py_rkey
         )""")
     if rate:
         keep_ms = start_retention(limits.rate_period or timedelta(0)) // timedelta(milliseconds=1)

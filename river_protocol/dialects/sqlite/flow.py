@@ -93,11 +93,12 @@ def _sequence_sql(d: Any) -> str:
 
 
 def _candidates_sql(d: Any, b: Binder, intent: ClaimLimitedJobs, limits: QueueLimits, now: datetime,
-                    size: int) -> str:
-    """The first ``size`` candidates (rule step 2) in claim order, with their partition keys."""
+                    size: int, leave_out_full: bool = True) -> str:
+    """The first ``size`` candidates (rule step 2) in claim order, with their partition keys
+    (``leave_out_full=False``: full partitions kept, for the fast path's check)."""
     claim, flow = intent.claim, intent.flow
     ckey, rkey = partition_sql(flow.concurrency_partition, "j"), partition_sql(flow.rate_partition, "j")
-    full = full_conditions(limits)
+    full = full_conditions(limits) if leave_out_full else []
     sql = [f"""
             SELECT j.id, j.priority, j.scheduled_at, {ckey} AS ckey, {rkey} AS rkey
             FROM {d.prefix}river_job j
@@ -106,7 +107,7 @@ def _candidates_sql(d: Any, b: Binder, intent: ClaimLimitedJobs, limits: QueueLi
     if full:
         sql.append(f"""
               AND {ckey} NOT IN (SELECT pkey FROM running WHERE {' OR '.join(full)})""")
-    if limits.rate_allowed is not None:
+    if leave_out_full and limits.rate_allowed is not None:
         sql.append(f"""
               AND {rkey} NOT IN (SELECT rkey FROM recent WHERE recent.n >= {int(limits.rate_allowed)})""")
     if flow.sequences:
@@ -131,14 +132,15 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
     now = claim.now or _time(head[0][0])
     rate = limits.rate_allowed is not None
     since = sqlite_time(now - limits.rate_period) if limits.rate_period is not None else None
-    ckey, rkey = flow.concurrency_partition, flow.rate_partition
+    cpart, rkey = flow.concurrency_partition, flow.rate_partition
+    mine_sql = "r.attempted_by ->> '$[#-1]' = {client}"
 
     def counts(b: Binder) -> str:
-        """Rule step 1: the ``running`` (and ``recent``, ``heads``) CTEs."""
-        sql = [f"""
-        WITH running AS (
-            SELECT {partition_sql(ckey, 'r')} AS pkey, count(*) AS n,
-                   count(*) FILTER (WHERE r.attempted_by ->> '$[#-1]' = {b.p(claim.client_id)}) AS mine
+        """Rule step 1: the ``running`` (and ``recent``) CTEs, for every partition."""
+        sql = [f""",
+        running AS (
+            SELECT {partition_sql(cpart, 'r')} AS pkey, count(*) AS n,
+                   count(*) FILTER (WHERE {mine_sql.format(client=b.p(claim.client_id))}) AS mine
             FROM {t}river_job r
             WHERE r.state = 'running' AND r.queue = {b.p(claim.queue)}
             GROUP BY 1
@@ -150,26 +152,41 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
             WHERE queue = {b.p(claim.queue)} AND started_at > {b.p(since)}
             GROUP BY 1
         )""")
-        if flow.sequences:
-            sql.append(_heads_sql(d, b, claim.queue))
         return "".join(sql)
 
+    def heads(b: Binder) -> str:
+        return "WITH" + _heads_sql(d, b, claim.queue).lstrip(",") + "," if flow.sequences else "WITH"
+
     scan = scan_size(claim.limit)
-    # SQLite's planner indexes a CTE it joins on the fly, so the counts are joined here.
+    full = full_conditions(limits)
+    # The fast path (fast_ok_sql) as a statement of its own: SQLite would build the ranks of
+    # the full scan before reading a condition that makes them unneeded. Both statements run
+    # under this transaction's write lock, so nothing changes between them.
+    b = binder()
+    sql = f"""
+        {heads(b)}
+        fast AS ({_candidates_sql(d, b, intent, limits, now, min(claim.limit, scan), leave_out_full=False)}
+        ),"""
+    running_rows = "" if not full else f"""
+                    SELECT {partition_sql(cpart, 'r')}, 0, 1,
+                           CASE WHEN {mine_sql.format(client=b.p(claim.client_id))} THEN 1 ELSE 0 END
+                    FROM {t}river_job r
+                    WHERE r.state = 'running' AND r.queue = {b.p(claim.queue)}
+                      AND {partition_sql(cpart, 'r')} IN (SELECT ckey FROM fast)"""
+    starts_rows = "" if not rate else f"""
+                    SELECT partition_key, 0, 1 FROM {t}river_py_job_start
+                    WHERE queue = {b.p(claim.queue)} AND started_at > {b.p(since)}
+                      AND partition_key IN (SELECT rkey FROM fast)"""
+    fast = yield Statement(f"""{sql}{fast_ok_sql(limits, running_rows, starts_rows)}
+        SELECT (SELECT ok FROM fast_ok), (SELECT json_group_array(id) FROM fast)""", tuple(b.params))
+    # SQLite's planner indexes a CTE it joins on the fly, so the full rule joins the counts.
     joins = ("LEFT JOIN running ON running.pkey = c.ckey"
              + (" LEFT JOIN recent ON recent.rkey = c.rkey" if rate else ""))
     counted = {"n": "coalesce(running.n, 0)", "mine": "coalesce(running.mine, 0)",
                "starts": "coalesce(recent.n, 0)" if rate else "0"}
-    # The fast path (flow_control's docstring) as a statement of its own: SQLite would build
-    # the ranks of the full scan before reading a condition that makes them unneeded. Both run
-    # under this transaction's write lock, so nothing changes between them.
-    b = binder()
-    fast = yield Statement(f"""{counts(b)},
-        fast AS ({_candidates_sql(d, b, intent, limits, now, min(claim.limit, scan))}
-        ),{fast_ok_sql(limits, counted, joins)}
-        SELECT (SELECT ok FROM fast_ok), (SELECT json_group_array(id) FROM fast)""", tuple(b.params))
     b = binder()  # placeholders in the order written: the WITH, the SET, then the WHERE
-    sql = "" if fast[0][0] else f"""{counts(b)},
+    sql = "" if fast[0][0] else f"""
+        {heads(b)}{counts(b).lstrip(",")},
         candidates AS ({_candidates_sql(d, b, intent, limits, now, scan)}
         ),{ranked_sql(counted, joins)},{ranked_chosen_sql(limits, b.p(claim.limit))}"""
     sql += f"""
