@@ -220,9 +220,12 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
         candidates AS ({_candidates_sql(d, b, intent, limits, scan)}
         ),{ranked_sql(counted)},{chosen_sql(limits, b.p(claim.limit) + "::integer")},
         updated AS (
+            -- By primary key: the state compared as text so that no plan can look the ids up
+            -- in the (state, queue, ...) index instead (stale statistics chose that: a second
+            -- per claim), nor hash the whole table (the plain claim's plan on large batches).
             UPDATE {t}river_job j
             {claim_set_sql(b, claim)}
-            WHERE j.id = ANY(ARRAY(SELECT id FROM chosen)) AND j.state = 'available'
+            WHERE j.id = ANY(ARRAY(SELECT id FROM chosen)) AND j.state::text = 'available'
             RETURNING j.*, {partition_sql(flow.rate_partition, 'j')} AS py_rkey
         )""")
     if rate:
