@@ -22,6 +22,7 @@ from typing import Any
 
 from river_anyio.database import AsyncDatabase
 from river_anyio.runner import MachineRunner
+from river_anyio.sweeper import SweeperDriver
 from river_db.leader_base import ELECTOR_STOP_WAIT, SERVICE_STOP_WAIT, LeaderBase
 from river_protocol.client_core import ClientCore
 from river_protocol.leadership import LeadershipOutput, PeriodicJob, ServicesStarted
@@ -55,6 +56,9 @@ class LeaderDriver(LeaderBase):
         self, core: ClientCore, database: Any, periodic_jobs: Sequence[PeriodicJob] = ()
     ) -> None:
         super().__init__(core, periodic_jobs)
+        # Not a leader service: it runs on every client that works jobs, leader or not
+        # (river_protocol.machines.workflow_sweeper), started and stopped with this driver.
+        self.sweeper = SweeperDriver(core)
         if True:  # ASYNC
             self._db: AsyncDatabase | None = database
             self._nursery: anyio.abc.TaskGroup | None = None
@@ -76,6 +80,7 @@ class LeaderDriver(LeaderBase):
         async def start(self, nursery: anyio.abc.TaskGroup, database: AsyncDatabase) -> None:
             self._db = database
             self._nursery = nursery
+            await self.sweeper.start(nursery, database)
             if not self.enabled:
                 return
             self._machine = self._core.make_leadership()
@@ -88,6 +93,7 @@ class LeaderDriver(LeaderBase):
                 return self._leading.wait_for(lambda: self.is_leader == value, timeout)
 
         def start(self) -> None:
+            self.sweeper.start(self._db)
             if not self.enabled:
                 return
             self._machine = self._core.make_leadership()
@@ -111,6 +117,7 @@ class LeaderDriver(LeaderBase):
 
     async def close(self) -> None:
         """End every task or thread this driver started (after ``stop``, or when a start failed)."""
+        await self.sweeper.stop()
         await self._stop_services()
         if self._runner is not None:
             self._runner.finish()

@@ -77,6 +77,7 @@ from river_protocol.machines.producer import (
 )
 from river_protocol.machines.throttle import InsertNotifyThrottle
 from river_protocol.machines.workflow_promoter import WorkflowPromoter
+from river_protocol.machines.workflow_sweeper import WorkflowSweeper, workflow_sweeper
 from river_protocol.middleware import replace_insert_jobs
 from river_protocol.options import (
     InsertOpts,
@@ -153,6 +154,9 @@ class MaintenanceConfig:
     1 h, or job timeout + 1 h when the client's job timeout differs from the
     default. Intervals are River's; tests shorten them. ``stagger_start``
     spreads service starts over U[0, 1 s] as River does.
+    ``workflow_promoter_interval`` is the workflow sweeper's, this project's
+    service run by whichever Python client holds its lease, whoever leads River
+    (``river_protocol.machines.workflow_sweeper``).
     """
 
     cancelled_retention: Retention = CANCELLED_RETENTION_DEFAULT
@@ -608,8 +612,6 @@ class ClientCore:
             mnt.job_scheduler(self._rng, throttle, interval=m.scheduler_interval, stagger=stagger),
             mnt.queue_cleaner(self._rng, m.queue_retention, interval=m.queue_cleaner_interval,
                               stagger=stagger),
-            mnt.workflow_promoter(self._rng, InsertNotifyThrottle(self.config.fetch_cooldown),
-                                  interval=m.workflow_promoter_interval, stagger=stagger),
         ]
         if self.config.dialect == "sqlite":
             services.append(mnt.notification_cleaner(
@@ -623,6 +625,24 @@ class ClientCore:
         for service in services:
             service.breaker = self._breakers.setdefault(service.name, service.breaker)
         return {service.name: service for service in services}
+
+    @property
+    def runs_workflow_sweeper(self) -> bool:
+        """Every client that works jobs runs the workflow sweeper, leader election or not: which
+        one sweeps is decided by its own lease (``river_protocol.machines.workflow_sweeper``)."""
+        return self.works_jobs
+
+    def make_workflow_sweeper(self) -> WorkflowSweeper:
+        """The service that promotes dependents of tasks finalized by any client, Go included,
+        while this client holds the sweeper's lease (its breaker kept for the client's life)."""
+        sweeper = workflow_sweeper(
+            self._rng, self.config.client_id, elects=self.config.leader_election is not None,
+            throttle=InsertNotifyThrottle(self.config.fetch_cooldown),
+            interval=self.config.maintenance.workflow_promoter_interval,
+            stagger=self.config.maintenance.stagger_start,
+        )
+        sweeper.breaker = self._breakers.setdefault(sweeper.name, sweeper.breaker)
+        return sweeper
 
     def make_workflow_promoter(self) -> WorkflowPromoter:
         """The machine that promotes dependents right after this client's own completions."""

@@ -610,6 +610,28 @@ class PromotionResult:
 
 
 @dataclass(frozen=True, slots=True)
+class HoldLease(Intent):
+    """Take or renew the lease ``name`` in ``river_py_lease`` (the python migration line) for
+    ``holder``, until the database's now + ``ttl``: taken when no row holds it, renewed when
+    ``holder`` holds it, refused while another holder's lease has not expired. One atomic upsert,
+    so two contenders never both take it. Result: True (held by ``holder``), False (another
+    holds it), None (no ``river_py_lease`` table: the python line is not applied)."""
+
+    name: str
+    holder: str
+    ttl: timedelta
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLease(Intent):
+    """Give up the lease ``name`` if ``holder`` holds it (another client may take it at once).
+    Result: True when a row was deleted."""
+
+    name: str
+    holder: str
+
+
+@dataclass(frozen=True, slots=True)
 class ListWorkflowTasks(Intent):
     """Every row of one workflow (its tasks by id), or, with ``tasks``, only those task names."""
 

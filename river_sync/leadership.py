@@ -31,6 +31,7 @@ from river_protocol.machines import maintenance as mnt
 from river_protocol.machines import periodic as periodic_machine
 from river_protocol.machines.base import Stop
 from river_sync.runner import MachineRunner, utcnow
+from river_sync.sweeper import SweeperDriver
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ class LeaderDriver(LeaderBase):
         self, core: ClientCore, database: Any, periodic_jobs: Sequence[PeriodicJob] = ()
     ) -> None:
         super().__init__(core, periodic_jobs)
+        # Not a leader service: it runs on every client that works jobs, leader or not
+        # (river_protocol.machines.workflow_sweeper), started and stopped with this driver.
+        self.sweeper = SweeperDriver(core)
         self._db = database
         self._lock = threading.Lock()  # the registry and the service runners
         self._guard = self._lock
@@ -62,6 +66,7 @@ class LeaderDriver(LeaderBase):
             return self._leading.wait_for(lambda: self.is_leader == value, timeout)
 
     def start(self) -> None:
+        self.sweeper.start(self._db)
         if not self.enabled:
             return
         self._machine = self._core.make_leadership()
@@ -80,6 +85,7 @@ class LeaderDriver(LeaderBase):
 
     def close(self) -> None:
         """End every task or thread this driver started (after ``stop``, or when a start failed)."""
+        self.sweeper.stop()
         self._stop_services()
         if self._runner is not None:
             self._runner.finish()

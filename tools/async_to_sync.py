@@ -43,6 +43,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("river_anyio/leadership.py", "river_sync/leadership.py"),
     ("river_anyio/notifier.py", "river_sync/notifier.py"),
     ("river_anyio/resumable.py", "river_sync/resumable.py"),
+    ("river_anyio/sweeper.py", "river_sync/sweeper.py"),
     ("river_anyio/transactions.py", "river_sync/transactions.py"),
     ("river_anyio/testing/__init__.py", "river_sync/testing/__init__.py"),
     ("river_anyio/testing/assertions.py", "river_sync/testing/assertions.py"),

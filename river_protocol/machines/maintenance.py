@@ -530,9 +530,11 @@ class RescuerJob:
 class WorkflowPromoterJob:
     """Promotes what the completers did not: dependents of tasks finalized by anyone (a Go
     worker, a client that crashed before promoting, an operator) move on within one interval.
+    Run by the workflow sweeper (``river_protocol.machines.workflow_sweeper``) while its client
+    holds the sweeper's lease, not among River's leader services.
 
     A full sweep (every pending workflow task, a page of ``batch_size`` at a time) runs at a
-    term's first run and every ``FULL_SWEEP_EVERY`` after; the runs between look only at the
+    sweeping term's first run and every ``FULL_SWEEP_EVERY`` after; the runs between look only at the
     workflows with a task finalized since the previous run began, less ``SINCE_MARGIN``
     (an end is stamped before its transaction commits, and by another host's clock)."""
 
@@ -604,13 +606,6 @@ def notification_cleaner(rng: Rng, retention: timedelta = C.NOTIFICATION_RETENTI
                          stagger: bool = True) -> MaintenanceService:
     return MaintenanceService("sqlite_notification_cleaner", NotificationCleanerJob(retention), rng,
                               interval=interval, stagger=stagger)
-
-
-def workflow_promoter(rng: Rng, throttle: InsertNotifyThrottle | None = None,
-                      interval: timedelta = C.WORKFLOW_PROMOTER_INTERVAL, *,
-                      stagger: bool = True) -> MaintenanceService:
-    return MaintenanceService("workflow_promoter", WorkflowPromoterJob(throttle), rng, interval=interval,
-                              stagger=stagger)
 
 
 def reindexer(rng: Rng, indexes: Sequence[str] = C.REINDEX_DEFAULT_INDEXES,

@@ -6,8 +6,9 @@ together in the next one, so a burst of completions costs a few promotions, not
 one each. A promotion that looked at pending tasks and moved none (a wide fan-in
 whose deps are still running: each look reads all of them) holds the next one
 back, 5 ms doubling to ``MAX_HOLD`` (100 ms); one that moves a task releases it.
-A failed promotion is not retried here: the leader's sweep
-(``WorkflowPromoterJob``) promotes whatever any client, Go included, finalized.
+A failed promotion is not retried here: the workflow sweeper
+(``river_protocol.machines.workflow_sweeper``) promotes whatever any client, Go included,
+finalized.
 """
 
 from __future__ import annotations

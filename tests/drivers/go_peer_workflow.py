@@ -11,9 +11,10 @@ no worker for. Run by hand, on a Postgres server, with a Go peer built from Rive
         postgresql://postgres@127.0.0.1:5432/test --go-peer /path/to/go_peer [--leader go]
 
 A scratch database is made on that server, migrated, and dropped afterwards. ``--leader
-python`` (the default) starts the Python client first and lets it win the election, so its
-workflow promoter runs; ``--leader go`` starts the Go peer first and waits until it holds
-``river_leader``, so the Python client is not the leader. Checks, in SQL, once the workflow
+python`` (the default) starts the Python client first and lets it win the election;
+``--leader go`` starts the Go peer first and waits until it holds ``river_leader``, so the
+Python client is not the leader (its workflow sweeper runs either way: the database has the
+python line, and the sweeper's lease is not River's leadership). Checks, in SQL, once the workflow
 ended (or its wait timed out):
 
 - every task is ``completed``, on its first attempt, and ran exactly once (each side notes
@@ -282,7 +283,7 @@ def _python_client(url: str, client_id: str, runs: list[int]) -> Any:
         ctx.record_output({"saw": ctx.workflow.output("middle")})
 
     # It inserts go_middle, which only Go works (skip_unknown_job_check); River's defaults
-    # otherwise: the leader's workflow promoter sweeps once a second.
+    # otherwise: the workflow sweeper (whoever leads River) sweeps once a second.
     return Client(url, workers=workers, client_id=client_id, queues={"default": QueueConfig(max_workers=4)},
                   skip_unknown_job_check=True)
 

@@ -182,7 +182,7 @@ def core(dialect: str = "sqlite", **kwargs: Any) -> ClientCore:
 def test_services_per_dialect_and_breakers_for_life() -> None:
     assert set(core("sqlite").make_maintenance_services()) == {
         "job_cleaner", "job_rescuer", "job_scheduler", "queue_cleaner", "sqlite_notification_cleaner",
-        "reindexer", "workflow_promoter",
+        "reindexer",
     }
     pg = core("postgres", maintenance=MaintenanceConfig(reindexer=False))
     first = pg.make_maintenance_services()

@@ -1,5 +1,5 @@
 """Workflows' pure core: the builder and its validation, insert items, the promotion rule,
-the promotion plan, the completer's promoter machine and the leader's sweep."""
+the promotion plan, the completer's promoter machine and the sweeper's sweep."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from river_protocol.errors import JobNotFoundError, ValidationError
 from river_protocol.intents import Notify, PromoteWorkflowTasks, PromotionResult, Statement
 from river_protocol.job import AttemptError, JobRow
 from river_protocol.machines.base import IntentFailed, IntentSucceeded, Stop
-from river_protocol.machines.maintenance import WorkflowPromoterJob, workflow_promoter
+from river_protocol.machines.maintenance import WorkflowPromoterJob
 from river_protocol.machines.throttle import InsertNotifyThrottle
 from river_protocol.machines.workflow_promoter import (
     PromoterState,
@@ -362,7 +362,7 @@ def test_promoter_runs_one_promotion_at_a_time_and_batches_the_rest() -> None:
     assert m.state is PromoterState.STOPPED
 
 
-def test_leader_sweep_pages_through_pending_tasks() -> None:
+def test_sweep_pages_through_pending_tasks() -> None:
     job = WorkflowPromoterJob(InsertNotifyThrottle(timedelta(seconds=1)))
     job.begin(T0)
     first = job.first(T0, 2)
@@ -381,13 +381,13 @@ def test_leader_sweep_pages_through_pending_tasks() -> None:
     job.begin(full)
     again = job.first(full, 2)
     assert isinstance(again, PromoteWorkflowTasks) and again.sweep
-    service = workflow_promoter(random.Random(1), interval=timedelta(seconds=1), stagger=False)
-    assert service.name == "workflow_promoter"
 
 
-def test_core_adds_the_sweep_to_the_leaders_services() -> None:
+def test_core_makes_the_completers_promoter_and_keeps_the_sweep_out_of_the_leaders_services() -> None:
+    """The sweep is the workflow sweeper's (tests/protocol/test_workflow_sweeper.py), run
+    whoever leads River: none of River's leader services."""
     core = ClientCore(ClientConfig(client_id="c", dialect="postgres"), None, random.Random(1))
-    assert "workflow_promoter" in core.make_maintenance_services()
+    assert "workflow_promoter" not in core.make_maintenance_services()
     assert isinstance(core.make_workflow_promoter(), WorkflowPromoter)
 
 

@@ -10,6 +10,10 @@ between statements (its generator is dropped). The claims checked:
 * it does so at most once, whatever the number of promoters, and it runs only after that;
 * once everything has run to the end (promoters and workers keep going), every task is final
   and none is left ``pending``.
+
+Several sweeps at once are among the interleavings: the workflow sweeper's lease keeps the
+sweep to one client for its cost, and this model is why two at once, while the lease changes
+hands, are safe (tests/protocol/test_workflow_sweeper.py models the lease itself).
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ def test_promotion_model(table: Table, data: st.DataObject) -> None:
         nonlocal serial
         if kind == "sweep":
             intent = PromoteWorkflowTasks(now=NOW, limit=3)
-        elif kind == "since":  # the leader's run between full sweeps: ends of the last few ticks
+        elif kind == "since":  # the sweeper's run between full sweeps: ends of the last few ticks
             recent = max((t.final_at for t in table.tasks.values() if t.final_at), default=NOW)
             intent = PromoteWorkflowTasks(now=NOW, limit=3, finished_since=recent - timedelta(microseconds=2))
         elif kind == "workflows":
@@ -211,7 +215,7 @@ def test_promotion_model(table: Table, data: st.DataObject) -> None:
             crashed.discard(task.id)
             task.state = data.draw(st.sampled_from((A, D)))  # retried, or out of attempts
 
-    # Drain: promoters finish or die, the rest runs to the end with the leader's sweeps.
+    # Drain: promoters finish or die, the rest runs to the end with the sweeper's sweeps.
     for key in list(promoters):
         while key in promoters:
             advance(key)

@@ -36,6 +36,7 @@ class PostgresDialect(Dialect):
         "river_protocol.dialects.postgres.workflows",
         "river_protocol.dialects.postgres.dashboard",
         "river_protocol.dialects.postgres.flow",
+        "river_protocol.dialects.postgres.leases",
     )
 
     def __init__(self, schema: str | None = None) -> None:

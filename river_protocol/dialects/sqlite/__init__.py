@@ -31,6 +31,7 @@ class SQLiteDialect(Dialect):
         "river_protocol.dialects.sqlite.workflows",
         "river_protocol.dialects.sqlite.dashboard",
         "river_protocol.dialects.sqlite.flow",
+        "river_protocol.dialects.sqlite.leases",
     )
 
     def __init__(self, schema: str | None = None) -> None:

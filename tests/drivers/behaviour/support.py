@@ -17,7 +17,8 @@ from tests.drivers.test_client_support import (
     wait_for_all,
 )
 
-__all__ = ["FAST", "WAIT", "fast_client", "leader_client", "row", "wait_for", "wait_for_all"]
+__all__ = ["FAST", "WAIT", "complete_as_go", "fast_client", "leader_client", "row", "wait_for",
+           "wait_for_all"]
 
 
 def fast_client(h: Harness, url: str, workers: Any, **kwargs: Any) -> Any:
@@ -38,6 +39,20 @@ def row(url: str, job_id: int) -> JobRow:
         value = db.run(GetJob(job_id), readonly=True)
     assert isinstance(value, JobRow)
     return value
+
+
+def complete_as_go(url: str, job_id: int) -> None:
+    """Complete a job with a plain UPDATE, as a Go client's completer writes it: none of this
+    project's promotion follows it."""
+    with Database.from_url(url) as db, db.executor() as ex:
+        sql = ("UPDATE river_job SET state = 'completed', attempt = 1, attempted_at = now(), "
+               "finalized_at = now() WHERE id = %s") if db.dialect.name == "postgres" else (
+               "UPDATE river_job SET state = 'completed', attempt = 1, "
+               "attempted_at = datetime('now', 'subsec'), finalized_at = datetime('now', 'subsec') "
+               "WHERE id = ?")
+        ex.conn.execute(sql, (job_id,))
+        if db.dialect.name == "postgres" or getattr(ex.conn, "in_transaction", False):
+            ex.conn.commit()
 
 
 def next_of(sub: Any, kind: EventKind) -> Any:

@@ -21,7 +21,7 @@ from river_protocol.workflow import (
     WorkflowTaskFailedError,
 )
 from river_sync import Database, InsertOpts, JobDiscard, JobNotFoundError, JobState
-from tests.drivers.behaviour.support import FAST, fast_client, leader_client, row
+from tests.drivers.behaviour.support import FAST, complete_as_go, fast_client, leader_client, row
 from tests.drivers.harness import WAIT, Harness
 from tests.drivers.leader_support import wait_until
 
@@ -142,7 +142,8 @@ def test_waiting_on_a_workflow_that_does_not_exist_is_refused(h: Harness, client
 
 def test_leader_sweep_promotes_after_a_go_style_completion(h: Harness, client_db_url: str) -> None:
     """A dep completed by a plain UPDATE (as a Go client's completer writes it, no promotion of
-    ours): the leader's sweep makes its dependent available, and it runs."""
+    ours): without the python line (this fixture's database), River's leader, a Python client
+    here, sweeps, and the dependent runs (with the line: test_workflow_sweeper.py)."""
     order: list[str] = []
     lock = threading.Lock()
     wf = Workflow(name="go")
@@ -152,15 +153,7 @@ def test_leader_sweep_promotes_after_a_go_style_completion(h: Harness, client_db
     with client:
         inserted = client.insert_workflow(wf)
         go_id = inserted.job("go_part").id
-        with Database.from_url(client_db_url) as db, db.executor() as ex:
-            sql = ("UPDATE river_job SET state = 'completed', attempt = 1, attempted_at = now(), "
-                   "finalized_at = now() WHERE id = %s") if db.dialect.name == "postgres" else (
-                   "UPDATE river_job SET state = 'completed', attempt = 1, "
-                   "attempted_at = datetime('now', 'subsec'), finalized_at = datetime('now', 'subsec') "
-                   "WHERE id = ?")
-            ex.conn.execute(sql, (go_id,))
-            if db.dialect.name == "postgres" or getattr(ex.conn, "in_transaction", False):
-                ex.conn.commit()
+        complete_as_go(client_db_url, go_id)
         after = client.wait_job(inserted.job("after"), timeout=WAIT)
     assert after.state is JobState.COMPLETED and order == ["after"]
     assert row(client_db_url, go_id).state is JobState.COMPLETED
