@@ -62,7 +62,9 @@ class SweeperDriver:
             log.info("river: %s %s the workflow sweeper", self._core.config.client_id,
                      "is now" if out.sweeping else "is no longer")
         for notice in out.notices:
-            log.warning("%s", notice)
+            # Info, not warning: every client without the python line says it once, and most
+            # of them run no workflows; docs/guides/workflows.md says when it matters.
+            log.info("%s", notice)
         for run in out.runs:
             if run.error is not None:
                 log.warning("river: workflow_sweeper run failed: %s", run.error)

@@ -64,7 +64,7 @@ MISSING_LINE_NEVER_LEADS = (
 
 @dataclass(frozen=True, slots=True)
 class SweeperOutput(MaintenanceOutput):
-    notices: tuple[str, ...] = ()  # what the driver logs as a warning, each once per client
+    notices: tuple[str, ...] = ()  # what the driver logs (at info), each once per client
     sweeping: bool = False  # whether this client is the sweeper now (lease, or River's leader)
 
 

@@ -6,6 +6,7 @@ elections; only one client holds the lease, and another takes over when it stops
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from datetime import timedelta
 from typing import Any, ClassVar
@@ -14,6 +15,7 @@ import pytest
 
 from river_db.migrator import Migrator
 from river_protocol.intents import HoldLease, ReleaseLease
+from river_protocol.machines.workflow_sweeper import MISSING_LINE_NEVER_LEADS
 from river_protocol.workflow import Workflow
 from river_sync import Database, InsertOpts, JobState
 from tests.drivers.behaviour.support import FAST, WAIT, complete_as_go, row
@@ -144,3 +146,17 @@ def test_lease_statements_on_each_database(client_db_url: str) -> None:
         assert db.run(HoldLease("t", "a", ttl)) is False
         assert db.run(ReleaseLease("t", "b")) is True
         assert db.run(HoldLease("t", "a", ttl)) is True
+
+
+def test_without_the_python_line_a_client_that_never_leads_says_it_will_not_sweep(
+        h: Harness, client_db_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    with Migrator(client_db_url, line="python") as m:
+        m.migrate_down(target_version=-1)
+    order: list[str] = []
+    lock = threading.Lock()
+    caplog.set_level(logging.INFO)
+    client = _client(h, client_db_url, order, lock, leader_election_disabled=True, leader_election=True)
+    with client:
+        wait_until(lambda: any(MISSING_LINE_NEVER_LEADS in r.getMessage() for r in caplog.records),
+                   "the sweeper's notice")
+    assert sum(MISSING_LINE_NEVER_LEADS in r.getMessage() for r in caplog.records) == 1
