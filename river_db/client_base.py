@@ -362,7 +362,7 @@ class ClientBase:
 
     def _grown(self, workflow: Any, workflow_id: str, tx: Any) -> None:
         """Tasks added to a workflow that already has rows may depend on tasks already final:
-        promote now rather than at the leader's next sweep (a caller's ``tx`` may not have
+        promote now rather than at the workflow sweeper's next sweep (a caller's ``tx`` may not have
         committed yet: then the sweep, or the running task's own completion, does it)."""
         if workflow.existing and tx is None:
             self._grown_ids((workflow_id,))
@@ -377,7 +377,7 @@ class ClientBase:
 
     def _on_promoter_output(self, out: PromoterOutput) -> None:
         if out.error is not None:
-            self._log.info("river: promoting workflow tasks failed (the leader's sweep will): %s", out.error)
+            self._log.info("river: promoting workflow tasks failed (the sweeper will): %s", out.error)
         if out.result is not None and out.result.cancelled:
             cancelled = out.result.cancelled
             self._waits.finished_ids((i for i, _ in cancelled), {w for _, w in cancelled})

@@ -65,8 +65,9 @@ RESIGN_MAX_ATTEMPTS = 3
 # ---------------------------------------------------------------- maintenance
 SCHEDULER_INTERVAL = timedelta(seconds=5)
 RESCUER_INTERVAL = timedelta(seconds=30)
-# Ours: the leader's sweep of pending workflow tasks (river_protocol.workflow); dependents of
-# tasks that another client (a Go one) finalized start within it.
+# Ours: the workflow sweeper's sweep of pending workflow tasks (river_protocol.machines.
+# workflow_sweeper, run whoever leads River); dependents of tasks that another client (a Go
+# one) finalized start within it.
 WORKFLOW_PROMOTER_INTERVAL = timedelta(seconds=1)
 RESCUE_AFTER_DEFAULT = timedelta(hours=1)
 JOB_CLEANER_INTERVAL = timedelta(seconds=30)

@@ -3,7 +3,7 @@
 The same statements as ``client.workflows`` (``river_protocol.workflow``). A cancel reaches
 running tasks as ``river jobs cancel`` does: on Postgres their clients are notified; on SQLite
 the attempt runs on and, if it fails, is cancelled instead of retried. Tasks a retry puts back
-in ``pending`` are promoted by a running client (its leader sweeps every second).
+in ``pending`` are promoted by a running client (the workflow sweeper sweeps every second).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Workflows on every client and both databases: insert, promotion in order, failure
-cascades, outputs, waits, the leader's sweep after a Go-style completion, management."""
+cascades, outputs, waits, River's leader's sweep without the python line after a Go-style
+completion (with it: test_workflow_sweeper.py), management."""
 
 from __future__ import annotations
 
