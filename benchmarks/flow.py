@@ -1,7 +1,7 @@
 """Flow control on Postgres (issue 31, "Performance"): what a concurrency limit costs.
 
 ``python -m benchmarks flow [--jobs N] [--partitions N] [--global-limit N] [--max-workers N]
-[--hot-jobs N] [--rounds N] [--quick]``
+[--hot-jobs N] [--fetch-cooldown-ms N] [--rounds N] [--quick]``
 
 Each measurement gets a fresh database migrated on River's line and on the ``python`` line, and
 one ``river_sync.Client`` in this process working the ``default`` queue with ``--max-workers``
@@ -16,7 +16,11 @@ one ``river_sync.Client`` in this process working the ``default`` queue with ``-
 - **one hot partition:** ``--hot-jobs`` (10,000) jobs of one partition under
   ``global_limit=1``: they must run strictly one at a time (each starts no earlier than the
   one before it finished, checked from ``attempted_at`` and ``finalized_at``); the gap between
-  one's end and the next one's start, p50 and p95.
+  one's end and the next one's start, p50 and p95. The next job starts at the queue's next
+  fetch, which River spaces at least ``fetch_cooldown`` apart (100 ms by default,
+  ``--fetch-cooldown-ms``), so the gap is about that cooldown less the job's own time.
+
+Each figure is printed with the 1-minute load average read when it was taken.
 
 A queue with no limits runs River's claim statement unchanged: ``python -m benchmarks rounds``
 measures it (its A/B against the previous release is the 3 % target).
@@ -41,6 +45,7 @@ GLOBAL_LIMIT = 50
 MAX_WORKERS = 2_000
 HOT_JOBS = 10_000
 HOT_QUEUE = "hot"
+FETCH_COOLDOWN_MS = 100  # River's default
 ROUNDS = 3
 INSERT_BATCH = 5_000
 LIMITED_TARGET = 0.70
@@ -61,6 +66,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--max-workers", type=int, default=MAX_WORKERS, help="the client's queue")
     parser.add_argument("--hot-jobs", type=int, default=HOT_JOBS,
                         help="jobs of the one hot partition (0: skip)")
+    parser.add_argument("--fetch-cooldown-ms", type=int, default=FETCH_COOLDOWN_MS,
+                        help="the hot partition's client (River's default: 100)")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved unlimited/limited pairs")
     parser.add_argument("--quick", action="store_true", help="tiny sizes, to check the harness")
     args = parser.parse_args(list(argv))
@@ -71,16 +78,22 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.hot_jobs < 0:
         parser.error("--hot-jobs must be at least 0")
+    if args.fetch_cooldown_ms < 1:
+        parser.error("--fetch-cooldown-ms must be at least 1")
     return args
 
 
-def queue_config(max_workers: int, global_limit: int | None) -> Any:
+def queue_config(max_workers: int, global_limit: int | None,
+                 fetch_cooldown_ms: int = FETCH_COOLDOWN_MS) -> Any:
     """The benchmark's queue: unlimited, or limited per value of ``p``."""
+    from datetime import timedelta
+
     from river_sync import ConcurrencyConfig, PartitionConfig, QueueConfig
 
     concurrency = None if global_limit is None else ConcurrencyConfig(
         global_limit=global_limit, partition=PartitionConfig(by_args=["p"]))
-    return QueueConfig(max_workers=max_workers, concurrency=concurrency)
+    return QueueConfig(max_workers=max_workers, concurrency=concurrency,
+                       fetch_cooldown=timedelta(milliseconds=fetch_cooldown_ms))
 
 
 def gaps_ms(runs: Sequence[tuple[Any, Any]]) -> tuple[list[float], int]:
@@ -140,14 +153,16 @@ def _wait_done(client: Any, jobs: int, started: float, queue: str = "default") -
         time.sleep(0.01)
 
 
-def hot_partition(url: str, jobs: int, max_workers: int) -> tuple[list[float], int]:
+def hot_partition(url: str, jobs: int, max_workers: int,
+                  fetch_cooldown_ms: int = FETCH_COOLDOWN_MS) -> tuple[list[float], int]:
     """``jobs`` of one partition under global_limit=1: (gaps in ms, overlapping starts)."""
     from river_protocol.intents import JobListFilter, ListJobs
     from river_sync import Client, InsertManyParams, InsertOpts, Workers
 
     workers = Workers()
     workers.job(Noop)(lambda ctx, args: None)
-    with Client(url, workers=workers, queues={HOT_QUEUE: queue_config(max_workers, 1)}) as client:
+    queues = {HOT_QUEUE: queue_config(max_workers, 1, fetch_cooldown_ms)}
+    with Client(url, workers=workers, queues=queues) as client:
         client.insert_many([InsertManyParams(Noop(0), InsertOpts(queue=HOT_QUEUE)) for _ in range(jobs)])
         _wait_done(client, jobs, time.monotonic(), HOT_QUEUE)
         only_hot = JobListFilter(queues=(HOT_QUEUE,))
@@ -168,13 +183,20 @@ def report_lines(results: dict[str, Any]) -> list[str]:
         if pair.get("unlimited_cpu") is not None and pair.get("limited_cpu") is not None:
             line += (f"; Postgres CPU {pair['unlimited_cpu'] / jobs * 1e6:.0f} vs "
                      f"{pair['limited_cpu'] / jobs * 1e6:.0f} us/job")
+        if pair.get("load") is not None:
+            line += f"; load {pair['load']:.2f}"
         lines.append(line)
     gaps = results.get("hot_gaps_ms")
     if gaps:
         overlaps = results.get("hot_overlaps", 0)
-        lines.append(f"hot partition (global_limit=1, {len(gaps) + 1:,} jobs): gap end->next start "
-                     f"p50 {percentile(gaps, 0.5):.2f} ms, p95 {percentile(gaps, 0.95):.2f} ms; "
-                     f"{'strictly one at a time' if not overlaps else f'{overlaps} OVERLAPPING starts'}")
+        cooldown = results.get("fetch_cooldown_ms", FETCH_COOLDOWN_MS)
+        p50, p95 = percentile(gaps, 0.5), percentile(gaps, 0.95)
+        line = (f"hot partition (global_limit=1, {len(gaps) + 1:,} jobs, fetch_cooldown {cooldown} ms): "
+                f"gap end->next start p50 {p50:.2f} ms, p95 {p95:.2f} ms; "
+                f"{'strictly one at a time' if not overlaps else f'{overlaps} OVERLAPPING starts'}")
+        if results.get("hot_load") is not None:
+            line += f"; load {results['hot_load']:.2f}"
+        lines.append(line)
     return lines
 
 
@@ -187,7 +209,8 @@ def main(argv: Sequence[str] = ()) -> dict[str, Any]:
     args = parse_args(argv)
     scratch = Scratch()
     fresh = FreshDatabases(scratch)
-    results: dict[str, Any] = {"jobs": args.jobs, "global_limit": args.global_limit, "pairs": []}
+    results: dict[str, Any] = {"jobs": args.jobs, "global_limit": args.global_limit, "pairs": [],
+                               "fetch_cooldown_ms": args.fetch_cooldown_ms}
     try:
         load = os.getloadavg()[0]
         print(f"load average before: {load:.2f}")
@@ -197,10 +220,12 @@ def main(argv: Sequence[str] = ()) -> dict[str, Any]:
                 seconds, cpu = burn_down(_fresh(fresh, f"flow_{name}_{n}"), args.jobs, args.partitions,
                                          args.max_workers, limit)
                 pair[f"{name}_s"], pair[f"{name}_cpu"] = seconds, cpu
+            pair["load"] = os.getloadavg()[0]
             results["pairs"].append(pair)
         if args.hot_jobs:
             results["hot_gaps_ms"], results["hot_overlaps"] = hot_partition(
-                _fresh(fresh, "flow_hot"), args.hot_jobs, args.max_workers)
+                _fresh(fresh, "flow_hot"), args.hot_jobs, args.max_workers, args.fetch_cooldown_ms)
+            results["hot_load"] = os.getloadavg()[0]
     finally:
         scratch.close()
     for line in report_lines(results):

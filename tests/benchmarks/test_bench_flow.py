@@ -28,10 +28,12 @@ def test_defaults_are_the_issues_sizes_and_quick_shrinks_them() -> None:
     assert (quick.jobs, quick.partitions, quick.hot_jobs, quick.rounds) == (500, 20, 50, 1)
     assert quick.global_limit == 2
     assert parse_args(["--hot-jobs", "0"]).hot_jobs == 0
+    assert args.fetch_cooldown_ms == 100 and parse_args(["--fetch-cooldown-ms", "5"]).fetch_cooldown_ms == 5
 
 
 @pytest.mark.parametrize("argv", [["--jobs", "0"], ["--partitions", "0"], ["--global-limit", "0"],
                                   ["--max-workers", "-3"], ["--rounds", "0"], ["--hot-jobs", "-1"],
+                                  ["--fetch-cooldown-ms", "0"],
                                   ["--jobs", "many"], ["--nope"]])
 def test_bad_arguments_are_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
@@ -43,6 +45,8 @@ def test_the_limited_queue_is_partitioned_by_the_member() -> None:
     assert queue_config(7, None).concurrency is None and queue_config(7, None).max_workers == 7
     by_p = PartitionConfig(by_args=["p"])
     assert queue_config(7, 3).concurrency == ConcurrencyConfig(global_limit=3, partition=by_p)
+    assert queue_config(7, 3).fetch_cooldown == timedelta(milliseconds=100)  # River's default
+    assert queue_config(7, 1, fetch_cooldown_ms=5).fetch_cooldown == timedelta(milliseconds=5)
 
 
 def test_gaps_in_start_order_and_overlaps_counted() -> None:
@@ -54,17 +58,18 @@ def test_gaps_in_start_order_and_overlaps_counted() -> None:
     assert gaps_ms([(t, t + ms)]) == ([], 0)
 
 
-def test_report_lines_give_rates_ratio_cpu_and_hot_gaps() -> None:
-    results = {"jobs": 1000, "global_limit": 50,
-               "pairs": [{"unlimited_s": 1.0, "limited_s": 1.25, "unlimited_cpu": 0.02, "limited_cpu": 0.05},
+def test_report_lines_give_rates_ratio_cpu_hot_gaps_and_load() -> None:
+    results = {"jobs": 1000, "global_limit": 50, "fetch_cooldown_ms": 20,
+               "pairs": [{"unlimited_s": 1.0, "limited_s": 1.25, "unlimited_cpu": 0.02, "limited_cpu": 0.05,
+                          "load": 1.5},
                          {"unlimited_s": 1.0, "limited_s": 2.0, "unlimited_cpu": None, "limited_cpu": None}],
-               "hot_gaps_ms": [float(v) for v in range(1, 101)], "hot_overlaps": 0}
+               "hot_gaps_ms": [float(v) for v in range(1, 101)], "hot_overlaps": 0, "hot_load": 0.25}
     first, second, hot = report_lines(results)
     assert first == ("round 1: unlimited 1,000 jobs/s, global_limit=50 800 jobs/s: 80% [target >= 70%: met]; "
-                     "Postgres CPU 20 vs 50 us/job")
+                     "Postgres CPU 20 vs 50 us/job; load 1.50")
     assert second.endswith("50% [target >= 70%: missed]")
-    assert hot == ("hot partition (global_limit=1, 101 jobs): gap end->next start p50 50.00 ms, "
-                   "p95 95.00 ms; strictly one at a time")
+    assert hot == ("hot partition (global_limit=1, 101 jobs, fetch_cooldown 20 ms): gap end->next start "
+                   "p50 50.00 ms, p95 95.00 ms; strictly one at a time; load 0.25")
     assert "3 OVERLAPPING" in report_lines({"hot_gaps_ms": [1.0], "hot_overlaps": 3})[0]
     assert report_lines({}) == []
 
@@ -80,5 +85,5 @@ def test_the_measurements_run_at_a_tiny_size(scratch_pg_url: str) -> None:
             migrator.migrate_up()
     seconds, _ = burn_down(scratch_pg_url, 40, 5, 10, 2)
     assert seconds > 0
-    gaps, overlaps = hot_partition(scratch_pg_url, 20, 10)
+    gaps, overlaps = hot_partition(scratch_pg_url, 20, 10, fetch_cooldown_ms=5)
     assert len(gaps) == 19 and overlaps == 0
