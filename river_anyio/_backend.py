@@ -30,7 +30,8 @@ import sys
 import threading
 import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -518,3 +519,48 @@ class SocketWait:
             await anyio.wait_readable(fd)
         self._scope = None
 
+
+
+# ---------------------------------------------------------------- pools (river_anyio.pools)
+# What the pools take from the loop where river_sync's take threads: capacity limiters (a token
+# per lease, so the worker threads never outnumber the connections), locks waited on in a cancel
+# scope, shielded returns, the current task as a lock's owner.
+
+Slots = anyio.CapacityLimiter
+
+
+@asynccontextmanager
+async def slot(slots: anyio.CapacityLimiter, timeout: float | None, what: str) -> AsyncIterator[None]:
+    """One of ``slots`` for the block; TimeoutError naming ``what`` after ``timeout`` seconds."""
+    # A token per lease, not per task: one task may hold several connections.
+    borrower = object()
+    with anyio.move_on_after(timeout) as scope:
+        await slots.acquire_on_behalf_of(borrower)
+    if scope.cancelled_caught:
+        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+    try:
+        yield
+    finally:
+        slots.release_on_behalf_of(borrower)
+
+
+def worker_slot(slots: anyio.CapacityLimiter) -> AbstractAsyncContextManager[None]:
+    """A slot for the worker thread that runs a held connection's statements (no time limit)."""
+    return slot(slots, None, "a worker thread")
+
+
+def shielded() -> anyio.CancelScope:
+    """A scope a cancellation does not interrupt: a connection is returned, never half-returned."""
+    return anyio.CancelScope(shield=True)
+
+
+async def acquire_lock(lock: anyio.Lock, timeout: float | None) -> bool:
+    """Take ``lock`` within ``timeout`` seconds (None: no bound); whether it was taken."""
+    with anyio.move_on_after(timeout) as scope:
+        await lock.acquire()
+    return not scope.cancelled_caught
+
+
+def current_owner() -> object:
+    """Who holds what this code takes: the running task (a thread's id in river_sync)."""
+    return anyio.get_current_task()

@@ -181,8 +181,8 @@ class AsyncDatabase:
                     finally:
                         lease.discard = lease.discard or ex.broken
         else:
-            with unavailable_as_typed(), self._backend.acquire(readonly) as conn:
-                yield AsyncExecutor(conn, self._dialect)
+            with unavailable_as_typed(), self._backend.acquire(readonly) as lease:
+                yield AsyncExecutor(lease.conn, self._dialect)
 
     async def run(self, intent: Intent, *, readonly: bool = False) -> Any:
         """Run one intent on a borrowed connection (in a transaction when it needs one)."""

@@ -27,7 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import nullcontext, suppress
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
@@ -222,3 +222,49 @@ class SocketWait:
                 while wake.recv(4096):
                     pass
 
+
+
+# ---------------------------------------------------------------- pools (river_sync.pools)
+# What the generated pools take from threads where river_anyio's take the loop: semaphores for
+# the capacity limiters, locks waited on with a timeout, nothing to shield (a thread is not
+# cancelled), the thread as a lock's owner.
+
+Slots = threading.BoundedSemaphore
+
+
+class slot:  # a function in river_anyio; a class here: the cheaper context manager
+    """One of ``slots`` for the block; TimeoutError naming ``what`` after ``timeout`` seconds."""
+
+    __slots__ = ("_slots", "_timeout", "_what")
+
+    def __init__(self, slots: threading.BoundedSemaphore, timeout: float | None, what: str) -> None:
+        self._slots, self._timeout, self._what = slots, timeout, what
+
+    def __enter__(self) -> None:
+        if not self._slots.acquire(timeout=self._timeout):
+            raise TimeoutError(f"timed out after {self._timeout}s waiting for {self._what}")
+
+    def __exit__(self, *exc: object) -> None:
+        self._slots.release()
+
+
+_NOTHING = nullcontext()
+
+
+def shielded() -> nullcontext[None]:
+    """Nothing to shield from: a thread is not cancelled (river_anyio's is a shielded scope)."""
+    return _NOTHING
+
+
+def worker_slot(slots: threading.BoundedSemaphore) -> nullcontext[None]:
+    """Nothing to take: the caller's thread runs the statements (river_anyio's takes a slot for
+    the worker thread that does)."""
+    return _NOTHING
+
+
+def acquire_lock(lock: threading.Lock, timeout: float | None) -> bool:
+    """Take ``lock`` within ``timeout`` seconds (None: no bound); whether it was taken."""
+    return lock.acquire(timeout=-1 if timeout is None else timeout)
+
+
+current_owner = threading.get_ident  # who holds what this code takes: the thread (a task in river_anyio)

@@ -157,8 +157,8 @@ class Database:
         """
         if self._closed:
             raise RiverError("the database handle is closed")
-        with unavailable_as_typed(), self._backend.acquire(readonly) as conn:
-            yield Executor(conn, self._dialect)
+        with unavailable_as_typed(), self._backend.acquire(readonly) as lease:
+            yield Executor(lease.conn, self._dialect)
 
     def run(self, intent: Intent, *, readonly: bool = False) -> Any:
         """Run one intent on a borrowed connection (in a transaction when it needs one)."""
