@@ -2,9 +2,9 @@
 # Change river_anyio/notifier.py and run `python tools/async_to_sync.py`.
 """Receiving River notifications: Postgres LISTEN, the SQLite outbox, or nothing.
 
-One source for both clients: river_sync's notifier is generated from river_sync's (this
-module, by tools/async_to_sync.py); they differ only in the ``if True:  # ASYNC`` branches and
-in ``_backend``'s notifier section. On an event loop (trio or asyncio) a notifier runs as a
+One source for both clients: tools/async_to_sync.py generates the threaded client's notifier
+from the async client's; they differ only in the ``if True:  # ASYNC`` branches and in
+``_backend``'s notifier section. On an event loop (trio or asyncio) a notifier runs as a
 task, ``await nursery.start(notifier.run)``: ``start`` returns once the subscribed topics are
 listened to (or raises if the first connection fails), and cancelling the nursery stops it and
 closes its connection. In river_sync, ``start()`` does the same with a listener thread and a
