@@ -188,6 +188,8 @@ def resolve_insert_params(
     validate_max_attempts(max_attempts)
 
     uniq = opts.unique_opts
+    if uniq is not None:
+        uniq.validate()  # even when empty: exclude_kind alone is refused, not ignored
     if uniq is None or uniq.is_empty():
         uniq = defaults.unique_opts
     if uniq is not None:

@@ -113,8 +113,10 @@ class UniqueOpts:
 
     ``by_state=None`` means the default states; ``by_state=()`` also means the
     default states but, unlike ``None``, makes the options non-empty (the job is
-    unique by kind). ``exclude_kind`` alone does not make a job unique.
-    Unknown state names are rejected when the options are built.
+    unique by kind). ``exclude_kind`` needs ``by_args``, ``by_period`` or
+    ``by_queue`` beside it (``validate()`` refuses it otherwise, as newer River
+    does; River v0.43 took it alone as "not unique"). Unknown state names are
+    rejected when the options are built.
     """
 
     by_args: bool = False
@@ -144,6 +146,10 @@ class UniqueOpts:
 
     def validate(self) -> None:
         """Raise ``ValidationError`` with River's message if River would refuse these options."""
+        if self.exclude_kind and not (self.by_args or self.by_period_ns or self.by_queue):
+            # Without the kind and without another part the key would be the same for every
+            # job; newer River refuses it (its conformance harness, leaf Batch/Atomicity).
+            raise ValidationError("UniqueOpts.ExcludeKind requires ByArgs, ByPeriod or ByQueue")
         if self.is_empty():
             return
         if self.by_period_ns != 0 and self.by_period_ns < NS_PER_SECOND:

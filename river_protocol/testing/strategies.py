@@ -467,6 +467,9 @@ def _unique_opts(draw: DrawFn, non_empty: bool) -> UniqueOpts:
     if non_empty and opts.is_empty():
         # Empty draws are common enough that filtering would waste examples.
         return dataclasses.replace(opts, by_args=True)
+    if opts.exclude_kind and not (opts.by_args or opts.by_period or opts.by_queue):
+        # River refuses exclude_kind without another part of the key.
+        return dataclasses.replace(opts, exclude_kind=False)
     return opts
 
 
@@ -478,6 +481,9 @@ def unique_opts(*, non_empty: bool = False) -> SearchStrategy[UniqueOpts]:
 
 @st.composite
 def _invalid_unique_opts(draw: DrawFn) -> UniqueOpts:
+    if draw(st.integers(0, 3)) == 0:
+        required: tuple[JobState, ...] = tuple(REQUIRED_UNIQUE_STATES)
+        return UniqueOpts(by_state=draw(st.sampled_from([None, required])), exclude_kind=True)
     if draw(st.booleans()):
         return UniqueOpts(
             by_args=draw(st.booleans()),
@@ -490,8 +496,9 @@ def _invalid_unique_opts(draw: DrawFn) -> UniqueOpts:
 
 
 def invalid_unique_opts() -> SearchStrategy[UniqueOpts]:
-    """``UniqueOpts`` that ``validate()`` rejects: a period under one second, or custom
-    states missing a required one (River would let a duplicate in while the original runs)."""
+    """``UniqueOpts`` that ``validate()`` rejects: a period under one second, custom
+    states missing a required one (River would let a duplicate in while the original runs),
+    or ``exclude_kind`` with no args, period or queue in the key."""
     return _invalid_unique_opts()
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from river_tools.conformance_adapter import jsonrpc
 from tests.conformance_adapter.adapter_process import (
+    AdapterFailed,
     AdapterProcess,
     ScenarioSchema,
     adapter_in_schema,
@@ -121,6 +122,23 @@ def test_insert_batch_repeating_a_unique_key_is_refused_whole(adapter: Pair) -> 
         "jobs": [{"message": "first"}, unique, unique]}}))
     assert "result" not in answer and answer["error"]["message"]
     assert _count(schema, "SELECT count(*) FROM river_job WHERE args->>'message' IN ('first', 'twice')") == 0
+
+
+def test_unique_without_kind_needs_another_part_of_the_key(adapter: Pair) -> None:
+    # Harness leaf Batch/Atomicity's last step: newer River refuses exclude_kind with no args,
+    # period or queue in the key (River v0.43 took it as "not unique"); -32002, nothing stored.
+    process, schema = adapter
+    states = ["available", "pending", "running", "scheduled"]
+    for unique in ({"exclude_kind": True}, {"exclude_kind": True, "by_state": states}):
+        with pytest.raises(AdapterFailed) as refused:
+            process.insert(echo("unique without kind", unique=unique))
+        assert refused.value.code == jsonrpc.REJECTED
+        assert "ExcludeKind requires ByArgs, ByPeriod or ByQueue" in refused.value.message
+    stored = "SELECT count(*) FROM river_job WHERE args->>'message' = 'unique without kind'"
+    assert _count(schema, stored) == 0
+    [kept] = process.insert(echo("unique without kind", queue="nowhere",
+                                 unique={"exclude_kind": True, "by_queue": True}))
+    assert kept["job"]["unique_key"] is not None
 
 
 def test_unique_skip_keeps_the_existing_kind(adapter: Pair) -> None:

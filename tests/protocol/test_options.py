@@ -156,9 +156,15 @@ def test_unique_from_args_unless_insert_opts_non_empty() -> None:
     assert p.unique_key == hashlib.sha256(b"&kind=fx_client").digest()  # type: ignore[attr-defined]
 
 
-def test_exclude_kind_alone_is_not_unique() -> None:
-    p = resolve(InsertOpts(unique_opts=UniqueOpts(exclude_kind=True)))
-    assert p.unique_key is None and p.unique_states is None  # type: ignore[attr-defined]
+def test_exclude_kind_alone_is_refused() -> None:
+    # Newer River refuses it (River v0.43 took it as "not unique"); nothing falls back to
+    # the args' own unique options either.
+    args = InsertOpts(unique_opts=UniqueOpts(by_args=True))
+    for opts in (UniqueOpts(exclude_kind=True), UniqueOpts(exclude_kind=True, by_state=())):
+        with pytest.raises(ValidationError, match="ExcludeKind requires ByArgs, ByPeriod or ByQueue"):
+            resolve(InsertOpts(unique_opts=opts), args)
+    p = resolve(InsertOpts(unique_opts=UniqueOpts(exclude_kind=True, by_queue=True)))
+    assert p.unique_key is not None  # type: ignore[attr-defined]
 
 
 def test_invalid_options_raise_validation_error() -> None:

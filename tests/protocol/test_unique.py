@@ -105,7 +105,13 @@ def test_unique_opts_rejects_unknown_state_at_construction() -> None:
 
 def test_unique_opts_validate() -> None:
     UniqueOpts(by_period=timedelta(seconds=1.5)).validate()
-    UniqueOpts(exclude_kind=True, by_period=None).validate()
+    UniqueOpts(exclude_kind=True, by_args=True).validate()
+    UniqueOpts(exclude_kind=True, by_period=timedelta(seconds=1)).validate()
+    UniqueOpts(exclude_kind=True, by_queue=True).validate()
+    with pytest.raises(ValidationError, match="ExcludeKind requires ByArgs, ByPeriod or ByQueue"):
+        UniqueOpts(exclude_kind=True, by_period=None).validate()
+    with pytest.raises(ValidationError, match="ExcludeKind requires"):
+        UniqueOpts(exclude_kind=True, by_state=tuple(REQUIRED_UNIQUE_STATES)).validate()
     with pytest.raises(ValidationError, match="less than 1 second"):
         UniqueOpts(by_period=timedelta(milliseconds=999)).validate()
     with pytest.raises(ValidationError, match="less than 1 second"):
