@@ -56,6 +56,11 @@ from river_protocol.flow_intents import (
 from river_protocol.intents import Statement
 from river_protocol.job import JobRow
 
+# The claim's time: its statement's start, after the queue's lock is held. now() is the
+# transaction's start, before the lock: a claim that waited for the lock while a job of the
+# partition finished would record its start before that job's end.
+CLOCK = "statement_timestamp()"
+
 
 def partition_sql(p: PartitionConfig, alias: str) -> str:
     """The partition key of a row of ``river_job`` as text (JSON array of the kind and args)."""
@@ -117,7 +122,7 @@ def _candidates_sql(d: Any, b: Binder, intent: ClaimLimitedJobs, limits: QueueLi
             SELECT j.id, j.priority, j.scheduled_at, {ckey} AS ckey, {rkey} AS rkey
             FROM {d.prefix}river_job j
             WHERE state = 'available' AND queue = {b.p(claim.queue)}::text
-              AND scheduled_at <= {now_sql(b, claim.now)}{_claim_filters(b, claim)}"""]
+              AND scheduled_at <= {now_sql(b, claim.now, CLOCK)}{_claim_filters(b, claim)}"""]
     if leave_out_full and full_conditions(limits):
         sql.append(f"""
               AND NOT ((SELECT full_keys FROM counts) ? {ckey})""")
@@ -224,7 +229,7 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
             -- in the (state, queue, ...) index instead (stale statistics chose that: a second
             -- per claim), nor hash the whole table (the plain claim's plan on large batches).
             UPDATE {t}river_job j
-            {claim_set_sql(b, claim)}
+            {claim_set_sql(b, claim, CLOCK)}
             WHERE j.id = ANY(ARRAY(SELECT id FROM chosen)) AND j.state::text = 'available'
             RETURNING j.*, {partition_sql(flow.rate_partition, 'j')} AS py_rkey
         )""")

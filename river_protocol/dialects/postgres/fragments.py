@@ -17,8 +17,9 @@ def binder() -> Binder:
     return Binder("%s")
 
 
-def now_sql(b: Binder, now: datetime | None) -> str:
-    return "now()" if now is None else f"{b.p(now)}::timestamptz"
+def now_sql(b: Binder, now: datetime | None, clock: str = "now()") -> str:
+    """``now`` bound, or the database's ``clock`` (``now()``: the transaction's start)."""
+    return clock if now is None else f"{b.p(now)}::timestamptz"
 
 
 def channel_sql(d: Any, b: Binder, topic: str) -> str:

@@ -211,13 +211,14 @@ def _claim_jobs(d: Any, intent: ClaimJobs) -> Plan[list[JobRow]]:
     return job_rows(rows)
 
 
-def claim_set_sql(b: Binder, intent: ClaimJobs) -> str:
-    """The SET clause of a claim of ``river_job j``: running, one more attempt, by this client."""
+def claim_set_sql(b: Binder, intent: ClaimJobs, clock: str = "now()") -> str:
+    """The SET clause of a claim of ``river_job j``: running, one more attempt, by this client
+    (``clock``: the time when ``intent.now`` is None)."""
     cap = intent.max_attempted_by
     # attempt is a smallint: least() keeps a hand-written maximum from failing every claim of the queue.
     return f"""SET state = 'running',
             attempt = least(j.attempt, 32766) + 1,
-            attempted_at = {now_sql(b, intent.now)},
+            attempted_at = {now_sql(b, intent.now, clock)},
             attempted_by = array_append(
                 CASE WHEN coalesce(array_length(j.attempted_by, 1), 0) >= {b.p(cap)}::int
                      THEN j.attempted_by[array_length(j.attempted_by, 1) - {b.p(cap)}::int + 2:]
