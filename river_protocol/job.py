@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from river_protocol.golang.gotime import GoTime, format_rfc3339nano, parse_time
@@ -28,6 +29,52 @@ class AttemptError:
             error=str(value.get("error", "")),
             trace=str(value.get("trace", "")),
         )
+
+    @classmethod
+    def from_stored(cls, value: Any) -> AttemptError:
+        """A decoded element of a stored ``errors`` column, read as leniently as newer River
+        reads it (its harness leaf Chaos/DecodeIsolation), so an element in a shape River
+        does not write never makes the job unworkable: an ``at`` that is not RFC 3339 is Go's
+        zero time, an ``attempt`` written as a decimal string is that number (anything else
+        0), an ``error`` or ``trace`` that is not a string is its JSON text, and an element
+        that is not an object is an error whose text is the element's JSON.
+        """
+        if not isinstance(value, dict):
+            return cls(GO_ZERO_TIME, 0, _json_text(value))
+        at = _text(value.get("at"))
+        return cls(
+            at=parse_time(at) if _RFC3339.match(at) else GO_ZERO_TIME,
+            attempt=_go_atoi(_text(value.get("attempt"))),
+            error=_text(value.get("error")),
+            trace=_text(value.get("trace")),
+        )
+
+
+# Go's zero time.Time, 0001-01-01T00:00:00Z: what an unreadable attempt time reads as.
+GO_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})\Z")
+_GO_INT_RE = re.compile(r"[+-]?[0-9]+\Z")
+_INT64_MAX = 2**63 - 1
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _text(value: Any) -> str:
+    # A JSON string is its value, null is empty (Go leaves the string unset), anything
+    # else its JSON text.
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else _json_text(value)
+
+
+def _go_atoi(text: str) -> int:
+    # strconv.Atoi with its error ignored: 0 unless the text is a decimal integer, which
+    # is clamped to int64's range.
+    if not _GO_INT_RE.match(text):
+        return 0
+    return max(-_INT64_MAX - 1, min(_INT64_MAX, int(text)))
 
 
 def encode_attempt_error(at: datetime | GoTime, attempt: int, error: str, trace: str = "") -> bytes:

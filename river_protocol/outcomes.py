@@ -130,8 +130,9 @@ def unknown_kind_failure(kind: str) -> Failed:
 
 
 def undecodable_failure(problems: str) -> Failed:
-    """The failure recorded for a stored row whose values could not be read (``JobRow.undecodable``)."""
-    return Failed(f"job row could not be decoded: {problems}")
+    """The failure recorded for a stored row whose values could not be read (``JobRow.undecodable``),
+    in newer River's words (its harness checks the prefix)."""
+    return Failed(f"job row couldn't be decoded: {problems}")
 
 
 @dataclass(frozen=True, slots=True)

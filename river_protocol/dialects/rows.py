@@ -223,7 +223,7 @@ def _errors(elements: Sequence[Any]) -> tuple[AttemptError, ...]:
     out = []
     for element in elements:
         value = json.loads(_json_text(element)) if not isinstance(element, dict) else element
-        out.append(AttemptError.from_json(value))
+        out.append(AttemptError.from_stored(value))
     return tuple(out)
 
 
@@ -445,7 +445,6 @@ def completed_row(
 # JSON nested too deep, ValueError also covers integers too long to convert.
 _UNREADABLE = (ValidationError, ValueError, TypeError, KeyError, AttributeError,
                IndexError, OverflowError, RecursionError)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _pg_error_elements(value: Any) -> list[Any]:
@@ -492,7 +491,7 @@ def _lenient_job_row(row: Sequence[Any], error_elements: Any) -> JobRow:
         raise ValidationError(f"job {job_id} has unknown state {row[3]!r}") from None
     args = read("args", _object_bytes, row[2], b"{}")
     elements = read("errors", error_elements, row[13], [])
-    errors = tuple(read("errors", _error_element, e, AttemptError(_EPOCH, 0, "")) for e in elements)
+    errors = tuple(AttemptError.from_stored(e) for e in elements)
     return JobRow(
         id=job_id,
         kind=str(row[1]),
@@ -521,15 +520,6 @@ def _object_bytes(value: Any) -> bytes:
     if encoded[:1] != b"{":
         raise ValidationError(f"must be a JSON object, found {encoded[:40]!r}")
     return encoded
-
-
-def _error_element(value: Any) -> AttemptError:
-    if not isinstance(value, dict):
-        raise ValidationError(f"an element is not a JSON object: {value!r}"[:200])
-    missing = [f for f in ("at", "attempt") if f not in value]
-    if missing:
-        raise ValidationError(f"an element lacks {', '.join(missing)}")
-    return AttemptError.from_json(value)
 
 
 def _strict_strings(value: Any) -> tuple[str, ...]:

@@ -417,6 +417,34 @@ def test_attempt_error_times_keep_the_nanoseconds_stored(adapter: Pair) -> None:
     assert process.call("retry", {"id": job_id})["errors"] == job["errors"]
 
 
+def test_attempt_errors_in_other_shapes_are_read_leniently_and_kept(adapter: Pair) -> None:
+    # Harness leaf Chaos/DecodeIsolation (newer River): a job whose stored attempt errors are
+    # in shapes River does not write is worked, not failed as undecodable; they are reported
+    # as River reads them and left as stored.
+    process, schema = adapter
+    odd = ('{"at": "2024-01-02 03:04:05+00", "attempt": "1", "error": {"message": "boom"},'
+           ' "trace": ["frame"]}')
+    sparse = '{"error": "sparse", "extra": true}'
+    job_id = schema.insert_raw('{"behavior":"","duration_ms":0,"message":"odd errors"}',
+                               errors=(odd, "42", sparse))
+    schema.conn.execute("UPDATE river_job SET queue = 'decode_isolation' WHERE id = %s", (job_id,))
+    before = schema.conn.execute("SELECT errors::text FROM river_job WHERE id = %s", (job_id,)).fetchone()
+    process.call("start", {"client_id": "decode", "queues": ["decode_isolation"], "max_workers": 1})
+    try:
+        worked = schema.wait_job(job_id)
+    finally:
+        process.call("stop")
+    assert (worked["state"], worked["attempt"]) == ("completed", 1)
+    zero = "0001-01-01T00:00:00Z"
+    assert process.call("list", {"ids": [job_id]})["jobs"][0]["errors"] == [
+        {"at": zero, "attempt": 1, "error": '{"message":"boom"}', "trace": '["frame"]'},
+        {"at": zero, "attempt": 0, "error": "42", "trace": ""},
+        {"at": zero, "attempt": 0, "error": "sparse", "trace": ""},
+    ]
+    after = schema.conn.execute("SELECT errors::text FROM river_job WHERE id = %s", (job_id,)).fetchone()
+    assert after == before
+
+
 def test_resumable_cursor_and_sleep_behaviours(adapter: Pair) -> None:
     process, schema = adapter
     job = process.insert(echo("resumable", "resumable_cursor", queue="resumable", max_attempts=3,

@@ -247,7 +247,7 @@ def test_plan_job_and_finish() -> None:
     undecodable = core.plan_job(_row(encoded_args=b'{"name": 5}'))
     assert isinstance(undecodable.immediate, Failed) and not undecodable.args_decoded
     poison = core.plan_job(_row(metadata={}, undecodable="metadata: not an object"))
-    assert poison.immediate == Failed("job row could not be decoded: metadata: not an object")
+    assert poison.immediate == Failed("job row couldn't be decoded: metadata: not an object")
     assert not poison.args_decoded and poison.args is None
     finish = core.finish_job(plan, Failed("x"), now=NOW, started_at=NOW)
     assert finish.update.state in (JobState.AVAILABLE, JobState.RETRYABLE)

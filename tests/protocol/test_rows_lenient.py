@@ -73,16 +73,33 @@ def test_pg_unreadable_column_is_marked(column: str, value: object) -> None:
     assert job.undecodable is not None and job.undecodable.startswith(f"{column}: ")
 
 
-def test_error_elements_lacking_fields_keep_their_count() -> None:
-    # The retry backoff counts errors, so an unreadable element still counts as one.
-    pg = job_row_from_pg(_row(errors=[ERROR, '{"error": "x"}', '"x"']))
-    lite = job_row_from_sqlite(_row(errors=f'[{ERROR}, {{"error": "x"}}, "x"]'))
+def test_error_elements_in_other_shapes_are_read_leniently() -> None:
+    # As newer River reads them (its harness leaf Chaos/DecodeIsolation): the job stays
+    # workable, each element still counts (the retry backoff counts errors), an `at` that is
+    # not RFC 3339 is Go's zero time, a decimal string attempt a number, a non-string error
+    # or trace its JSON text, and an element that is not an object an error of its JSON.
+    odd = '{"at": "2024-01-02 03:04:05+00", "attempt": "1", "error": {"message": "boom"}, "trace": ["frame"]}'
+    pg = job_row_from_pg(_row(errors=[ERROR, '{"error": "x", "extra": true}', odd, "42", '"x"']))
+    lite = job_row_from_sqlite(_row(errors=f'[{ERROR}, {{"error": "x", "extra": true}}, {odd}, 42, "x"]'))
+    zero = datetime(1, 1, 1, tzinfo=UTC)
     for job in (pg, lite):
-        assert len(job.errors) == 3 and job.errors[0].attempt == 1
-        assert job.errors[1] == AttemptError(datetime(1970, 1, 1, tzinfo=UTC), 0, "")
-        assert job.undecodable is not None
-        assert "errors: an element lacks at, attempt" in job.undecodable
-        assert "errors: an element is not a JSON object" in job.undecodable
+        assert job.undecodable is None
+        assert job.errors[0].attempt == 1
+        assert job.errors[1:] == (
+            AttemptError(zero, 0, "x"),
+            AttemptError(zero, 1, '{"message":"boom"}', '["frame"]'),
+            AttemptError(zero, 0, "42"),
+            AttemptError(zero, 0, '"x"'),
+        )
+
+
+@pytest.mark.parametrize(("attempt", "read"), [
+    ('"7"', 7), ('"+7"', 7), ('"-2"', -2), ('" 7"', 0), ('"7.0"', 0), ("7.5", 0), ("true", 0),
+    ("null", 0), ('"99999999999999999999"', 2**63 - 1),
+])
+def test_attempt_is_read_as_go_atoi_reads_its_text(attempt: str, read: int) -> None:
+    job = job_row_from_pg(_row(errors=[f'{{"at": "2026-01-02T03:04:05Z", "attempt": {attempt}}}']))
+    assert job.errors[0].attempt == read and job.undecodable is None
 
 
 def test_sqlite_errors_of_another_type_read_as_none() -> None:

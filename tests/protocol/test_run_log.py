@@ -80,7 +80,7 @@ def test_unknown_kinds_and_undecodable_args_and_rows_say_which_and_carry_no_trac
     assert args.extra["failure"] == "undecodable_args" and args.level == ERROR
     assert "has args that do not decode; discarded" in args.message % args.args
     bad_row = JobRow(id=8, kind="k", encoded_args=b"{}", state=JobState.RUNNING, undecodable="metadata: x")
-    row = line(Failed("job row could not be decoded: metadata: x"), CompletionReason.FAILED,
+    row = line(Failed("job row couldn't be decoded: metadata: x"), CompletionReason.FAILED,
                JobState.RETRYABLE, job=bad_row, args_decoded=False, has_exception=False)
     assert row.extra["failure"] == "undecodable_row"
 
