@@ -119,7 +119,9 @@ class WorkflowSweeperJob:
         if isinstance(intent, GetLeader):
             row: LeaderRow | None = result
             self._set(row is not None and row.leader_id == self.client_id, via_lease=False)
-            self._trust_until = (self._asked_at or now) + self.check_every
+            # Past the next check, so that a check answered "still leads" goes on with the
+            # same term; checks that fail for a whole period end it.
+            self._trust_until = (self._asked_at or now) + 2 * self.check_every
             return Step(next=self._sweep(now, batch_size)) if self.sweeping else Step()
         assert self._promoter is not None
         return self._promoter.on_result(intent, result, now, batch_size)

@@ -156,11 +156,26 @@ def test_without_the_lease_table_river_leader_sweeps_and_the_notice_comes_once()
     assert notices == [] or notices == [MISSING_LINE]
     seen, out = run(s, T0 + SECOND, {PromoteWorkflowTasks: NOTHING})
     assert kinds(seen) == [PromoteWorkflowTasks] and out.notices == ()
+    for i in range(2, LEASE_CHECK_EVERY + 1):
+        seen, out = run(s, T0 + i * SECOND, {HoldLease: None, GetLeader: me, PromoteWorkflowTasks: NOTHING})
+    # Still leading at the next check: the same term goes on (no new full sweep).
+    assert kinds(seen) == [HoldLease, GetLeader, PromoteWorkflowTasks] and not seen[-1].sweep
     go = LeaderRow("a-go-client", T0, T0 + 15 * SECOND)
-    seen, out = run(s, T0 + LEASE_CHECK_EVERY * SECOND, {HoldLease: None, GetLeader: go})
+    seen, out = run(s, T0 + 2 * LEASE_CHECK_EVERY * SECOND, {HoldLease: None, GetLeader: go})
     assert kinds(seen) == [HoldLease, GetLeader] and not out.sweeping and out.notices == ()
     # Nothing to release: River's row is the elector's.
-    assert s.handle(Stop(), T0 + 6 * SECOND).intents == ()
+    assert s.handle(Stop(), T0 + 11 * SECOND).intents == ()
+
+
+def test_without_the_lease_table_failed_checks_end_the_sweep_after_a_period() -> None:
+    s = sweeper()
+    me = LeaderRow("me", T0, T0 + 15 * SECOND)
+    run(s, T0, {HoldLease: None, GetLeader: me, PromoteWorkflowTasks: NOTHING})
+    down = RuntimeError("database down")
+    seen, out = run(s, T0 + LEASE_CHECK_EVERY * SECOND, {HoldLease: down})
+    assert kinds(seen) == [HoldLease] and out.sweeping
+    seen, out = run(s, T0 + 2 * LEASE_CHECK_EVERY * SECOND, {HoldLease: down})
+    assert kinds(seen) == [HoldLease] and not out.sweeping
 
 
 def test_missing_table_notice_is_reported() -> None:
