@@ -25,6 +25,17 @@ Without the python line (no ``river_py_lease`` table) the sweep falls back to Ri
 as before the lease existed: a client sweeps while ``river_leader`` names it, read at each
 check; the output says once what is missing, and a client that never leads says that it
 will not sweep at all.
+
+Why a lease row, and not the two other ways considered:
+
+* Postgres advisory locks: a session lock is held by one connection for as long as it
+  sweeps, which PgBouncer's transaction pooling breaks and a pooled client does not keep; a
+  transaction lock only makes the sweeps take turns, every client still sweeping once per
+  interval; and SQLite has neither, so it would need a lease row anyway (two mechanisms).
+* Every client sweeping on a jittered interval: correct (the model above), but its cost
+  grows with the fleet: each run between full sweeps reads every row finalized in the last
+  ``SINCE_MARGIN`` and more, and each full sweep every pending task, once per client per
+  interval. The lease costs one upsert per client every ``LEASE_CHECK_EVERY`` intervals.
 """
 
 from __future__ import annotations
