@@ -95,7 +95,13 @@ from river_protocol.machines.notifications import (
     TOPIC_LEADERSHIP,
 )
 from river_protocol.options import InsertOpts
-from river_protocol.work import CancelCause, WorkCancelled, outcome_from_result, wants_error_handler
+from river_protocol.work import (
+    CancelCause,
+    WorkCancelled,
+    not_run_error,
+    outcome_from_result,
+    wants_error_handler,
+)
 from river_protocol.workers import WorkerEntry
 from river_protocol.workflow import (
     Backoff,
@@ -778,7 +784,10 @@ class Client(ClientBase):
             if self._runs_empty.is_set():
                 self._runs_empty = new_event()
             if plan.immediate is not None:
-                self._finish_run(run, plan.immediate, metadata={})
+                if self._error_handler is not None and self._nursery is not None:
+                    self._nursery.start_soon(self._end_not_run, run)
+                else:
+                    self._finish_run(run, plan.immediate, metadata={})
                 continue
             timeout = plan.timeout
             if timeout is not None:
@@ -955,6 +964,21 @@ class Client(ClientBase):
             except Exception:
                 log.exception("river: error handler failed for job %d", run.plan.job.id)
         self._finish_run(run, outcome, run.ctx.metadata_updates, handler_cancel, error)
+
+    async def _end_not_run(self, run: JobRun) -> None:
+        """A job failed without running (unknown kind, undecodable args or row): the error handler
+        sees it, as River Go's does, and may cancel it instead of its retry."""
+        outcome = run.plan.immediate
+        assert outcome is not None
+        handler_cancel = False
+        error = not_run_error(outcome)
+        handler = self._error_handler
+        if handler is not None and error is not None and wants_error_handler(outcome, run.token.cause):
+            try:
+                handler_cancel = bool(await _maybe_await(handler(run.plan.job, error)))
+            except Exception:
+                log.exception("river: error handler failed for job %d", run.plan.job.id)
+        self._finish_run(run, outcome, {}, handler_cancel)
 
     def _end_returned(self, run: JobRun, result: Any) -> None:
         """``_end_run`` for a worker that returned: no error handler to await, so no coroutine."""

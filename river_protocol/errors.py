@@ -48,6 +48,13 @@ class ReservedMetadataKeyError(ValidationError):
         self.keys = keys
 
 
+class JobNotRunError(RiverError):
+    """A claimed job was failed without running: no worker is registered for its kind, or its
+    args or stored row do not decode. The message is the attempt error recorded. The client's
+    error handler is handed one, as River Go hands its error handler the unknown-kind or
+    decode error, and may cancel the job instead of its retry."""
+
+
 class UniqueKeyError(RiverError):
     """River's unique-key builder fails on these args (path syntax quirks)."""
 

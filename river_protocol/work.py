@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from river_protocol.constants import JOB_TIMEOUT_NONE
-from river_protocol.errors import ValidationError
+from river_protocol.errors import JobNotRunError, ValidationError
 from river_protocol.frozen import quick_init
 from river_protocol.golang.gotime import GoTime
 from river_protocol.intents import SetStateUpdate
@@ -254,6 +254,13 @@ def finish_job(
     )
     reason = outcome_reason(outcome, error_handler_cancel=error_handler_cancel, remote_cancelled=remote)
     return Finish(update, _REASONS[reason], outcome)
+
+
+def not_run_error(outcome: Outcome) -> JobNotRunError | None:
+    """The exception an error handler is handed for a job failed without running (a claim's
+    ``JobPlan.immediate``: an unknown kind, args or a stored row that do not decode); None for
+    any other outcome."""
+    return JobNotRunError(outcome.error) if isinstance(outcome, Failed) else None
 
 
 def wants_error_handler(outcome: Outcome, cancel_cause: CancelCause | None) -> bool:

@@ -68,7 +68,7 @@ from river_protocol.machines.notifications import (
 )
 from river_protocol.machines.producer import JobFinished
 from river_protocol.options import InsertOpts
-from river_protocol.work import CancelCause, outcome_from_result, wants_error_handler
+from river_protocol.work import CancelCause, not_run_error, outcome_from_result, wants_error_handler
 from river_protocol.workflow import (
     Backoff,
     WaitTimeoutError,
@@ -651,9 +651,11 @@ class Client(ClientBase):
         for run in runs:
             if hard:
                 run.token.cancel(CancelCause.STOP)
-            if run.plan.immediate is not None:
+            if run.plan.immediate is not None and self._error_handler is None:
                 self._finish_run(run, run.plan.immediate, metadata={})
             else:
+                # A job failed without running, when an error handler is set, goes to a job
+                # thread too: the handler is the user's code and may take its time.
                 self._job_threads.submit(run)
 
     def _start_held(
@@ -700,6 +702,9 @@ class Client(ClientBase):
 
     def _work(self, run: JobRun) -> None:
         plan = run.plan
+        if plan.immediate is not None:
+            self._end_not_run(run)
+            return
         ctx = WorkContext(plan.job, plan.args, self, run.token)
         run.ctx = ctx
         result: Any = None
@@ -719,6 +724,27 @@ class Client(ClientBase):
                 except Exception:
                     log.exception("river: error handler failed for job %d", plan.job.id)
             self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel, error)
+        except Exception:
+            log.exception("river: could not report the outcome of job %d", plan.job.id)
+            self._release(run)
+
+    def _end_not_run(self, run: JobRun) -> None:
+        """A job failed without running (unknown kind, undecodable args or row): the error handler
+        sees it, as River Go's does, and may cancel it instead of its retry."""
+        plan = run.plan
+        outcome = plan.immediate
+        assert outcome is not None
+        try:
+            handler_cancel = False
+            error = not_run_error(outcome)
+            if self._error_handler is not None and error is not None and wants_error_handler(
+                outcome, run.token.cause
+            ):
+                try:
+                    handler_cancel = bool(self._error_handler(plan.job, error))
+                except Exception:
+                    log.exception("river: error handler failed for job %d", plan.job.id)
+            self._finish_run(run, outcome, {}, handler_cancel)
         except Exception:
             log.exception("river: could not report the outcome of job %d", plan.job.id)
             self._release(run)
