@@ -28,7 +28,7 @@ import logging
 import threading
 from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import anyio
 import anyio.abc
@@ -162,6 +162,9 @@ class _Hub:
         self.dropped = 0
         if True:  # ASYNC
             self._running = False
+        else:
+            self._lifecycle_lock = threading.Lock()
+            self._thread: threading.Thread | None = None
 
     # --- subscriptions
 
@@ -246,16 +249,81 @@ class _Hub:
         except Exception:
             log.exception("%s: subscriber callback for %s failed", self._name, topic)
 
+    # --- lifecycle: _begin() (raising a setup error to the caller), then _forever() in the background
+
+    _ROLE = "run"  # the background thread's role, in its name (river_sync)
+
+    async def _begin(self) -> Any:
+        """The first step, whose error the caller sees (a bad URL, an unreadable outbox)."""
+        raise NotImplementedError
+
+    async def _forever(self, first: Any) -> None:
+        """Listen or poll until stopped, starting from what ``_begin`` returned."""
+        raise NotImplementedError
+
     if True:  # ASYNC
-        async def _serve(self, body: Callable[[], Any]) -> None:
-            """Run the dispatcher and ``body()`` together; both end with the caller's task group."""
+        async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+            """Begin before ``started()`` (so a setup error surfaces from ``nursery.start``), then
+            listen or poll until cancelled, the dispatcher beside; both end with the caller's task group."""
             if self._running:
                 raise RiverError(f"{self._name} is already running")
             self._running = True
+
+            async def body() -> None:
+                first = await self._begin()
+                self._starting(task_status)
+                await self._forever(first)
+
             try:
                 await self._mailbox.serve(body)
             finally:
                 self._running = False
+
+        def _starting(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+            """Begun: the poller is started now (the listener once its first session listens)."""
+            task_status.started()
+    else:
+        def start(self) -> None:
+            """Begin (raising what that raises) and listen or poll in a background thread;
+            returns once the subscribed topics are listened to. Idempotent while running."""
+            with self._lifecycle_lock:
+                if self._thread is not None:
+                    return
+                first = self._begin()
+                self._stop.clear()
+                self._mailbox.start(f"{self._name}-dispatch")
+                ready = self._starting()
+                self._thread = threading.Thread(target=self._forever, args=(first,),
+                                                name=f"{self._name}-{self._ROLE}", daemon=True)
+                self._thread.start()
+            if ready is not None:
+                ready()
+
+        def _starting(self) -> Callable[[], Any] | None:
+            """Just before the thread starts; what ``start`` then waits with, or None."""
+            return None
+
+        def stop(self) -> None:
+            """Stop, and join the background and dispatcher threads (not from one of them)."""
+            with self._lifecycle_lock:
+                thread, self._thread = self._thread, None
+                if thread is None:
+                    return
+                self._stop.set()
+                self._wake()
+                _backend.join(thread)
+                self._mailbox.stop()
+                self._stopped()
+
+        def _stopped(self) -> None:
+            """After both threads ended."""
+
+        def __enter__(self) -> Self:
+            self.start()
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.stop()
 
 
 # ---------------------------------------------------------------- postgres
@@ -308,9 +376,6 @@ class Notifier(_Hub):
             # run()'s task_status until the first session listens (then started() is called).
             self._pending_start: anyio.abc.TaskStatus[None] | None = None
             self._run_scope: anyio.CancelScope | None = None
-        else:
-            self._lifecycle_lock = threading.Lock()
-            self._thread: threading.Thread | None = None
 
     def _check_topic(self, topic: str) -> None:
         _validate_topic(topic)
@@ -352,60 +417,28 @@ class Notifier(_Hub):
         for event in waiters:
             event.set()
 
-    # --- lifecycle
+    # --- lifecycle (_Hub's, with these hooks)
+
+    _ROLE = "listen"
+
+    async def _begin(self) -> Any:
+        return await self._connect_checked()
 
     if True:  # ASYNC
-        async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-            """Listen until cancelled. The first connection is made before ``started()``, so a
-            configuration error surfaces from ``nursery.start``; later failures reconnect."""
-
-            async def body() -> None:
-                conn = await self._connect_checked()
-                self._pending_start = task_status
-                with anyio.CancelScope() as self._run_scope:  # cancelled by a failed probe()
-                    await self._listen_forever(conn)
-
-            await self._serve(body)
+        def _starting(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+            self._pending_start = task_status  # started() once the first session listens
     else:
-        def start(self) -> None:
-            """Connect (raising if that fails, to surface configuration errors early) and
-            start listening in the background; returns once the subscribed topics are
-            LISTENed (or the first connection was lost). Idempotent while running."""
-            with self._lifecycle_lock:
-                if self._thread is not None:
-                    return
-                conn = self._connect()
-                self._stop.clear()
-                self._socket_wait.open()
-                self._mailbox.start(f"{self._name}-dispatch")
-                listening = _backend.Event()
-                with self._state_lock:
-                    self._up = True  # connected: subscribers wait for the first LISTEN
-                    self._waiters.append(listening)
-                self._thread = threading.Thread(target=self._listen_forever, args=(conn,),
-                                                name="river-notifier-listen", daemon=True)
-                self._thread.start()
-            # Topics subscribed before start are LISTENed once this returns.
-            listening.wait(self._connect_timeout)
+        def _starting(self) -> Callable[[], Any] | None:
+            self._socket_wait.open()
+            listening = _backend.Event()
+            with self._state_lock:
+                self._up = True  # connected: subscribers wait for the first LISTEN
+                self._waiters.append(listening)
+            # Set once the topics subscribed before start() are LISTENed (or the session ended).
+            return lambda: listening.wait(self._connect_timeout)
 
-        def stop(self) -> None:
-            """Stop listening, close the connection and join both threads."""
-            with self._lifecycle_lock:
-                thread, self._thread = self._thread, None
-                if thread is None:
-                    return
-                self._stop.set()
-                self._wake()
-                _backend.join(thread)
-                self._mailbox.stop()
-                self._socket_wait.close()
-
-        def __enter__(self) -> Notifier:
-            self.start()
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.stop()
+        def _stopped(self) -> None:
+            self._socket_wait.close()
 
     async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         """Whether a notification sent to ourselves from another connection arrives within
@@ -443,6 +476,13 @@ class Notifier(_Hub):
                 return await self._connect()
         else:
             return self._connect()  # its connect_timeout bounds it
+
+    async def _forever(self, first: Any) -> None:
+        if True:  # ASYNC
+            with anyio.CancelScope() as self._run_scope:  # cancelled by a failed probe()
+                await self._listen_forever(first)
+        else:
+            self._listen_forever(first)
 
     async def _listen_forever(self, conn: Any) -> None:
         attempt = 0
@@ -600,53 +640,19 @@ class SQLiteNotifier(_Hub):
         self._batch_size = batch_size
         self._backoff = backoff
         self._on_listening = on_listening
-        if True:  # ASYNC
-            pass  # run() lives as long as its task
-        else:
-            self._lifecycle_lock = threading.Lock()
-            self._thread: threading.Thread | None = None
 
     async def _max_id(self) -> int:
         return int(await self._db.run(MaxNotificationId(), readonly=True) or 0)
 
-    if True:  # ASYNC
-        async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-            """Read the starting cursor (raising if the outbox is unreadable), then poll until cancelled."""
+    # --- lifecycle (_Hub's): the starting cursor first, raising if the outbox is unreadable
 
-            async def body() -> None:
-                cursor = await self._max_id()
-                task_status.started()
-                await self._poll_forever(cursor)
+    _ROLE = "poll"
 
-            await self._serve(body)
-    else:
-        def start(self) -> None:
-            """Read the starting cursor (raising if the outbox is unreadable) and start polling."""
-            with self._lifecycle_lock:
-                if self._thread is not None:
-                    return
-                cursor = self._max_id()
-                self._stop.clear()
-                self._mailbox.start(f"{self._name}-dispatch")
-                self._thread = threading.Thread(target=self._poll_forever, args=(cursor,),
-                                                name="river-sqlite-notifier-poll", daemon=True)
-                self._thread.start()
+    async def _begin(self) -> int:
+        return await self._max_id()
 
-        def stop(self) -> None:
-            with self._lifecycle_lock:
-                thread, self._thread = self._thread, None
-                if thread is None:
-                    return
-                self._stop.set()
-                _backend.join(thread)
-                self._mailbox.stop()
-
-        def __enter__(self) -> SQLiteNotifier:
-            self.start()
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            self.stop()
+    async def _forever(self, first: Any) -> None:
+        await self._poll_forever(first)
 
     async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         await _backend.checkpoint()

@@ -30,7 +30,7 @@ import logging
 import threading
 from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from river_db.executor import execute_step
 from river_db.listen_plan import ping_sql, reconcile_steps
@@ -148,6 +148,8 @@ class _Hub:
         self._mailbox = _backend.Mailbox[tuple[str, str]](buffer_size, self._dispatch)
         self._stop = _backend.Stop()
         self.dropped = 0
+        self._lifecycle_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
 
     # --- subscriptions
 
@@ -217,6 +219,61 @@ class _Hub:
         except Exception:
             log.exception("%s: subscriber callback for %s failed", self._name, topic)
 
+    # --- lifecycle: _begin() (raising a setup error to the caller), then _forever() in the background
+
+    _ROLE = "run"  # the background thread's role, in its name (river_sync)
+
+    def _begin(self) -> Any:
+        """The first step, whose error the caller sees (a bad URL, an unreadable outbox)."""
+        raise NotImplementedError
+
+    def _forever(self, first: Any) -> None:
+        """Listen or poll until stopped, starting from what ``_begin`` returned."""
+        raise NotImplementedError
+
+    def start(self) -> None:
+        """Begin (raising what that raises) and listen or poll in a background thread;
+        returns once the subscribed topics are listened to. Idempotent while running."""
+        with self._lifecycle_lock:
+            if self._thread is not None:
+                return
+            first = self._begin()
+            self._stop.clear()
+            self._mailbox.start(f"{self._name}-dispatch")
+            ready = self._starting()
+            self._thread = threading.Thread(target=self._forever, args=(first,),
+                                            name=f"{self._name}-{self._ROLE}", daemon=True)
+            self._thread.start()
+        if ready is not None:
+            ready()
+
+    def _starting(self) -> Callable[[], Any] | None:
+        """Just before the thread starts; what ``start`` then waits with, or None."""
+        return None
+
+    def stop(self) -> None:
+        """Stop, and join the background and dispatcher threads (not from one of them)."""
+        with self._lifecycle_lock:
+            thread, self._thread = self._thread, None
+            if thread is None:
+                return
+            self._stop.set()
+            self._wake()
+            _backend.join(thread)
+            self._mailbox.stop()
+            self._stopped()
+
+    def _stopped(self) -> None:
+        """After both threads ended."""
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 # ---------------------------------------------------------------- postgres
 
 
@@ -263,8 +320,6 @@ class Notifier(_Hub):
         # True while a session listens (river_sync: from start() on): subscribers then wait for a LISTEN.
         self._up = False
         self.reconnects = 0
-        self._lifecycle_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     def _check_topic(self, topic: str) -> None:
         _validate_topic(topic)
@@ -303,47 +358,24 @@ class Notifier(_Hub):
         for event in waiters:
             event.set()
 
-    # --- lifecycle
+    # --- lifecycle (_Hub's, with these hooks)
 
-    def start(self) -> None:
-        """Connect (raising if that fails, to surface configuration errors early) and
-        start listening in the background; returns once the subscribed topics are
-        LISTENed (or the first connection was lost). Idempotent while running."""
-        with self._lifecycle_lock:
-            if self._thread is not None:
-                return
-            conn = self._connect()
-            self._stop.clear()
-            self._socket_wait.open()
-            self._mailbox.start(f"{self._name}-dispatch")
-            listening = _backend.Event()
-            with self._state_lock:
-                self._up = True  # connected: subscribers wait for the first LISTEN
-                self._waiters.append(listening)
-            self._thread = threading.Thread(target=self._listen_forever, args=(conn,),
-                                            name="river-notifier-listen", daemon=True)
-            self._thread.start()
-        # Topics subscribed before start are LISTENed once this returns.
-        listening.wait(self._connect_timeout)
+    _ROLE = "listen"
 
-    def stop(self) -> None:
-        """Stop listening, close the connection and join both threads."""
-        with self._lifecycle_lock:
-            thread, self._thread = self._thread, None
-            if thread is None:
-                return
-            self._stop.set()
-            self._wake()
-            _backend.join(thread)
-            self._mailbox.stop()
-            self._socket_wait.close()
+    def _begin(self) -> Any:
+        return self._connect_checked()
 
-    def __enter__(self) -> Notifier:
-        self.start()
-        return self
+    def _starting(self) -> Callable[[], Any] | None:
+        self._socket_wait.open()
+        listening = _backend.Event()
+        with self._state_lock:
+            self._up = True  # connected: subscribers wait for the first LISTEN
+            self._waiters.append(listening)
+        # Set once the topics subscribed before start() are LISTENed (or the session ended).
+        return lambda: listening.wait(self._connect_timeout)
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _stopped(self) -> None:
+        self._socket_wait.close()
 
     def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         """Whether a notification sent to ourselves from another connection arrives within
@@ -374,6 +406,9 @@ class Notifier(_Hub):
 
     def _connect_checked(self) -> Any:
         return self._connect()  # its connect_timeout bounds it
+
+    def _forever(self, first: Any) -> None:
+        self._listen_forever(first)
 
     def _listen_forever(self, conn: Any) -> None:
         attempt = 0
@@ -508,39 +543,19 @@ class SQLiteNotifier(_Hub):
         self._batch_size = batch_size
         self._backoff = backoff
         self._on_listening = on_listening
-        self._lifecycle_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
 
     def _max_id(self) -> int:
         return int(self._db.run(MaxNotificationId(), readonly=True) or 0)
 
-    def start(self) -> None:
-        """Read the starting cursor (raising if the outbox is unreadable) and start polling."""
-        with self._lifecycle_lock:
-            if self._thread is not None:
-                return
-            cursor = self._max_id()
-            self._stop.clear()
-            self._mailbox.start(f"{self._name}-dispatch")
-            self._thread = threading.Thread(target=self._poll_forever, args=(cursor,),
-                                            name="river-sqlite-notifier-poll", daemon=True)
-            self._thread.start()
+    # --- lifecycle (_Hub's): the starting cursor first, raising if the outbox is unreadable
 
-    def stop(self) -> None:
-        with self._lifecycle_lock:
-            thread, self._thread = self._thread, None
-            if thread is None:
-                return
-            self._stop.set()
-            _backend.join(thread)
-            self._mailbox.stop()
+    _ROLE = "poll"
 
-    def __enter__(self) -> SQLiteNotifier:
-        self.start()
-        return self
+    def _begin(self) -> int:
+        return self._max_id()
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _forever(self, first: Any) -> None:
+        self._poll_forever(first)
 
     def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         _backend.checkpoint()
