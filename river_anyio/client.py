@@ -42,9 +42,7 @@ import logging
 import math
 import traceback
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import timedelta
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar
 
 import anyio
@@ -52,40 +50,27 @@ import anyio.abc
 import anyio.to_thread
 
 from river_anyio import _backend
-from river_anyio.admin import JobsAPI, QueuesAPI, WorkflowsAPI
+from river_anyio.client_api import ClientAPI
 from river_anyio.context import CancellationToken, WorkContext
-from river_anyio.database import AsyncDatabase
-from river_anyio.events import EventHub, Subscription
-from river_anyio.leadership import LeaderDriver
 from river_anyio.notifier import NotifierProtocol, NullNotifier, notifier_for
 from river_anyio.resumable import resumable_middleware
-from river_anyio.runner import MachineRunner, utcnow
-from river_db.client_base import ClientBase, queue_still_busy
+from river_anyio.runner import MachineRunner
+from river_db.client_base import queue_still_busy
 from river_db.client_support import (
     ClientStats,
 )
-from river_db.connect import sqlalchemy_kind
 from river_db.deadline_buckets import DEADLINE_GRAIN as DEADLINE_GRAIN  # river_trio.client's, the tests'
 from river_db.deadline_buckets import EMPTIED as _EMPTIED
 from river_db.deadline_buckets import DeadlineBuckets
-from river_db.insert_middleware import insert_chain
 from river_db.job_runs import JobRun
 from river_db.resumable import ResumableAttempt, raised, returned
-from river_db.start_checks import APPLIED_VERSIONS, check_schema, refuse_missing_sqlite_file
-from river_db.urls import dialect_of_url
-from river_db.waits import job_id_of, timeout_seconds, widened, workflow_id_of
-from river_protocol.admin import deliver_control_locally
 from river_protocol.client_core import (
-    EventKind,
     InsertManyParams,
-    InsertPlan,
     MaintenanceConfig,
     QueueConfig,
 )
-from river_protocol.errors import RiverError, ValidationError
-from river_protocol.intents import GetJob, GetQueue, InsertParams, InsertResult, ListWorkflowTasks
-from river_protocol.job import JobRow
-from river_protocol.leadership import PeriodicJob
+from river_protocol.errors import RiverError
+from river_protocol.intents import InsertParams, InsertResult
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
 from river_protocol.machines.notifications import (
@@ -94,7 +79,6 @@ from river_protocol.machines.notifications import (
     TOPIC_INSERT,
     TOPIC_LEADERSHIP,
 )
-from river_protocol.options import InsertOpts
 from river_protocol.work import (
     CancelCause,
     WorkCancelled,
@@ -103,14 +87,6 @@ from river_protocol.work import (
     wants_error_handler,
 )
 from river_protocol.workers import WorkerEntry
-from river_protocol.workflow import (
-    Backoff,
-    WaitTimeoutError,
-    Workflow,
-    WorkflowInsertResult,
-    wait_outcome,
-    workflow_wait_outcome,
-)
 
 log = logging.getLogger(__name__)
 # One line per run that does not complete (river_protocol.run_log); docs/guides/client.md, Logging.
@@ -236,47 +212,6 @@ def _interrupted(run: JobRun, tb: Any = None) -> _Ended:
     return None, WorkCancelled(cause).with_traceback(tb), ""
 
 
-# ---------------------------------------------------------------- database argument
-
-
-def _dialect_of(database: Any) -> str:
-    """'postgres' or 'sqlite' for any accepted ``database`` argument, without connecting."""
-    if isinstance(database, AsyncDatabase):
-        return database.dialect.name
-    if isinstance(database, Path):
-        return "sqlite"
-    if isinstance(database, str):
-        return dialect_of_url(database)
-    module = type(database).__module__
-    if module.startswith("psycopg_pool"):
-        return "postgres"
-    if module.startswith("sqlalchemy"):
-        return sqlalchemy_kind(database)
-    raise ValidationError(
-        f"unsupported database {type(database).__qualname__}: pass a URL, a SQLite path, a "
-        "psycopg_pool.ConnectionPool, a SQLAlchemy Engine or an AsyncDatabase"
-    )
-
-
-async def _open_database(database: Any, schema: str | None) -> tuple[AsyncDatabase, bool]:
-    """(AsyncDatabase, owned) for any accepted ``database`` argument."""
-    if isinstance(database, AsyncDatabase):
-        if schema is not None and database.dialect.schema != schema:
-            raise ValidationError(
-                f"schema {schema!r} differs from the AsyncDatabase's schema {database.dialect.schema!r}"
-            )
-        return database, False
-    if isinstance(database, Path):
-        refuse_missing_sqlite_file(database)
-        return await AsyncDatabase.from_sqlite_path(str(database), schema=schema), True
-    if isinstance(database, str):
-        refuse_missing_sqlite_file(database)
-        return await AsyncDatabase.from_url(database, schema=schema), True
-    if type(database).__module__.startswith("psycopg_pool"):
-        return AsyncDatabase.from_pool(database, schema=schema), False
-    return AsyncDatabase.from_sqlalchemy_engine(database, schema=schema), False
-
-
 def is_async_worker(entry: WorkerEntry) -> bool:
     """Async workers run as tasks (interruptible); anything else runs in a thread (cooperative)."""
     fn = entry.fn
@@ -304,7 +239,7 @@ async def _resumable_only(ctx: WorkContext, args: Any) -> Any:
 # ---------------------------------------------------------------- the client
 
 
-class Client(ClientBase):
+class Client(ClientAPI):
     """A River client on Postgres or SQLite, run under trio or asyncio.
 
     ``database``: a URL (``postgresql://...``, ``sqlite:///path``), a SQLite
@@ -324,36 +259,8 @@ class Client(ClientBase):
     ANYIO_BACKEND: ClassVar[str | None] = None
     _log = log
     _job_log = job_log
-    _clock = utcnow
-    _outermost = resumable_middleware
-    jobs: JobsAPI
-    queues: QueuesAPI
-    workflows: WorkflowsAPI
-    _leadership: LeaderDriver
-    _events: EventHub
-    _producers: dict[str, MachineRunner]
-    _completer: MachineRunner | None
 
-    def _bind_database(self, database: Any, schema: str | None) -> str:
-        dialect = _dialect_of(database)
-        if isinstance(database, AsyncDatabase) and schema is not None and database.dialect.schema != schema:
-            raise ValidationError(
-                f"schema {schema!r} differs from the AsyncDatabase's schema {database.dialect.schema!r}"
-            )
-        self._database_arg = database
-        self._schema_arg = schema
-        self._db: AsyncDatabase | None = database if isinstance(database, AsyncDatabase) else None
-        self._owns_db = False
-        return dialect
-
-    def _make_leadership(self, periodic_jobs: Sequence[PeriodicJob]) -> LeaderDriver:
-        return LeaderDriver(self._core, self._db, periodic_jobs)
-
-    def _init_driver(self) -> None:
-        self.jobs = JobsAPI(self)
-        self.queues = QueuesAPI(self)
-        self.workflows = WorkflowsAPI(self)
-        self._events = EventHub()
+    def _init_runtime(self) -> None:
         self._runs_empty = anyio.Event()
         self._runs_empty.set()
         self._pending_producers: dict[str, Any] = {}
@@ -364,167 +271,12 @@ class Client(ClientBase):
         self._runtime_scope: anyio.CancelScope | None = None
         self._stop_begun = False
         self._finished = anyio.Event()  # the stop sequence is done: run() may return
-        self._stopped = anyio.Event()  # run() has returned
         self._runtime_exited = False
         self._deadlines = _Deadlines()
         self._backend: _backend.Backend | None = None  # the loop's primitives, once run() starts
         self._job_tasks: _JobTasks | None = None
         self._chains: dict[int, tuple[WorkerEntry, CallNext | None]] = {}
-        self._open_lock = anyio.Lock()
         self._cm_nursery: Any = None
-
-    # ---------------------------------------------------------------- properties
-
-    @property
-    def schema(self) -> str | None:
-        if self._db is not None:
-            return self._db.dialect.schema
-        return self._schema_arg
-
-    @property
-    def database(self) -> AsyncDatabase:
-        """The open ``AsyncDatabase`` (after start or the first call that needed it)."""
-        if self._db is None:
-            raise RiverError("the client's database is not open yet: start the client or await a call first")
-        return self._db
-
-    async def wait_leader(self, value: bool = True, timeout: float | None = None) -> bool:
-        """Wait until ``is_leader == value``; False if ``timeout`` (seconds, loop clock) passed first."""
-        with anyio.move_on_after(timeout):
-            await self._leadership.wait_leader(value)
-            return True
-        return False
-
-    async def _ensure_db(self) -> AsyncDatabase:
-        async with self._open_lock:
-            if self._db is None:
-                if self._lifecycle.state is ClientState.STOPPED:
-                    raise RiverError("the client is stopped")
-                self._db, self._owns_db = await _open_database(self._database_arg, self._schema_arg)
-                self._leadership._db = self._db
-            return self._db
-
-    async def aclose(self) -> None:
-        """Close a database the client opened itself (for insert-only use without ``run``)."""
-        if self._lifecycle.state in (ClientState.NEW, ClientState.STOPPED):
-            await self._close_owned_db()
-
-    async def _close_owned_db(self) -> None:
-        if self._owns_db and self._db is not None:
-            with anyio.CancelScope(shield=True):
-                await self._db.aclose()
-
-    # ---------------------------------------------------------------- insert
-
-    async def insert(self, args: Any, opts: InsertOpts | None = None, *, tx: Any = None) -> InsertResult:
-        """Insert one job; with ``tx`` it exists (and is announced) only if ``tx`` commits."""
-        return (await self._insert((InsertManyParams(args, opts),), tx))[0]
-
-    async def insert_many(self, items: Iterable[Any], *, tx: Any = None) -> list[InsertResult]:
-        """Insert args / ``InsertManyParams`` atomically; results follow the input order."""
-        return await self._insert(tuple(items), tx)
-
-    async def insert_workflow(self, workflow: Workflow, *, tx: Any = None) -> WorkflowInsertResult:
-        """Insert ``workflow``'s tasks in one statement batch (all or none; ``tx`` as for
-        ``insert_many``). Tasks with deps wait in ``pending`` until their deps complete."""
-        workflow_id, tasks, plan = self._core.plan_workflow(workflow, type(self)._clock())
-        results = await self._insert_planned(plan, tx)
-        self._grown(workflow, workflow_id, tx)
-        return WorkflowInsertResult(workflow_id, workflow.name, dict(zip(tasks, results, strict=True)))
-
-    async def _insert(self, items: Sequence[Any], tx: Any) -> list[InsertResult]:
-        return await self._insert_planned(self._core.plan_insert(items, type(self)._clock()), tx)
-
-    async def _insert_planned(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
-        if self._insert_middleware:
-            return await self._insert_through_middleware(plan, tx)
-        return await self._insert_plan(plan, tx)
-
-    async def _insert_through_middleware(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
-        async def innermost(jobs: Sequence[InsertParams]) -> list[InsertResult]:
-            return await self._insert_plan(plan.with_jobs(jobs), tx)
-
-        return list(await insert_chain(self._insert_middleware, innermost)(plan.insert.jobs))
-
-    async def _insert_plan(self, plan: InsertPlan, tx: Any) -> list[InsertResult]:
-        if tx is not None:
-            from river_anyio.caller_tx import executor_for_caller_tx
-
-            executor = await executor_for_caller_tx(tx, schema=self.schema, expect=self.dialect_name)
-            # The Notify rides in the insert's transaction: announced only if it commits.
-            results = [await executor.run(intent) for intent in plan.intents]
-            return list(results[0])
-        db = await self._ensure_db()
-        async with db.transaction() as ex:
-            results = [await ex.run(intent) for intent in plan.intents]
-        # Our own producers hear about it at once, listener or not (§5.4).
-        self._poke(plan.available_queues)
-        return list(results[0])
-
-    # ---------------------------------------------------------------- waiting for results
-
-    async def wait_job(self, job: JobRow | InsertResult | int, *,
-                       timeout: timedelta | float | None = None) -> JobRow:
-        """The job's final row (with its recorded output) once it completes.
-
-        Raises ``WorkflowTaskFailedError`` when it ends discarded or cancelled, and
-        ``WaitTimeoutError`` (a ``TimeoutError``) when ``timeout`` (seconds or a timedelta;
-        None: no limit) passes first. This client's own completions wake the wait at once;
-        others are seen by a re-check on a bounded back-off (10 ms doubling to 1 s).
-        """
-        job_id = job_id_of(job)
-
-        async def read(db: AsyncDatabase) -> Any:
-            row = await db.run(GetJob(job_id), readonly=True)
-            return row, wait_outcome(row)
-
-        return await self._wait(read, {"job_id": job_id}, timeout, f"job {job_id}")  # type: ignore[no-any-return]
-
-    async def wait_workflow(self, workflow: WorkflowInsertResult | str, *,
-                            timeout: timedelta | float | None = None) -> tuple[JobRow, ...]:
-        """Every task's final row once all completed; ``WorkflowTaskFailedError`` once all are
-        final and some failed (``.jobs``: those); ``WaitTimeoutError`` as for ``wait_job``."""
-        workflow_id = workflow_id_of(workflow)
-
-        async def read(db: AsyncDatabase) -> Any:
-            rows = await db.run(ListWorkflowTasks(workflow_id), readonly=True)
-            return None, workflow_wait_outcome(rows, workflow_id)
-
-        return await self._wait(read, {"workflow_id": workflow_id}, timeout,  # type: ignore[no-any-return]
-                                f"workflow {workflow_id}")
-
-    async def _wait(self, read: Callable[[AsyncDatabase], Awaitable[Any]], watch: dict[str, Any],
-                    timeout: timedelta | float | None, what: str) -> Any:
-        seconds = timeout_seconds(timeout)
-        deadline = None if seconds is None else anyio.current_time() + seconds
-        db = await self._ensure_db()
-        backoff = Backoff()
-        while True:
-            woken = anyio.Event()
-            unwatch = self._waits.watch(woken.set, **watch)  # before the read: no wake-up is missed
-            try:
-                last, outcome = await read(db)
-                watch = widened(watch, last)
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                if outcome is not None:
-                    return outcome
-                pause = backoff.next()
-                if deadline is not None:
-                    left = deadline - anyio.current_time()
-                    if left <= 0:
-                        raise WaitTimeoutError(f"{what} was not final after {seconds} s", last)
-                    pause = min(pause, left)
-                with anyio.move_on_after(pause):
-                    await woken.wait()
-            finally:
-                unwatch()
-
-    # ---------------------------------------------------------------- events
-
-    def subscribe(self, kinds: Iterable[EventKind | str] | None = None, maxsize: int = 1000) -> Subscription:
-        """Events of ``kinds`` (all when None) in a bounded channel; overflow is counted in ``dropped``."""
-        return self._events.subscribe(kinds, maxsize)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -597,11 +349,6 @@ class Client(ClientBase):
             self._finished.set()
             self._stopped.set()
 
-    async def _check_schema(self, db: AsyncDatabase) -> None:
-        """Refuse a database without River's tables, or with an older schema, before anything runs."""
-        applied = await db.run(APPLIED_VERSIONS, readonly=True)
-        check_schema(db.dialect.name, applied, self._database_arg, self.schema)
-
     def _running_backend(self) -> _backend.Backend:
         backend = _backend.current()
         wanted = self.ANYIO_BACKEND
@@ -662,41 +409,6 @@ class Client(ClientBase):
             await nursery.start(runner.run, self._core.producer_start())
         await self._leadership.start(nursery, db)
 
-    def _producer_runner(self, name: str, producer: Any) -> MachineRunner:
-        return MachineRunner(
-            producer, self.database, name=f"producer-{name}", on_output=self._producer_hook(name),
-            readonly=lambda intent: isinstance(intent, GetQueue),
-        )
-
-    async def stop(self, timeout: timedelta | float | None = None) -> None:
-        """Soft stop: stop fetching, let running jobs finish, flush their outcomes, then return
-        once ``run`` has ended.
-
-        Jobs still running after ``timeout`` (default: ``soft_stop_timeout``;
-        seconds on the loop's clock, or a timedelta) are cancelled as by
-        ``stop_and_cancel``. Without either, it waits for every job.
-        """
-        limit = timeout if timeout is not None else self.soft_stop_timeout
-        seconds = limit.total_seconds() if isinstance(limit, timedelta) else limit
-        await self._stop(hard=False, escalate_after=seconds)
-
-    async def stop_and_cancel(self) -> None:
-        """Hard stop: cancel every running job (stop cause), then stop as ``stop()`` does.
-
-        Async workers are interrupted at their next checkpoint; those jobs go
-        back to ``available`` without consuming an attempt (River's
-        "interrupted"), as do sync workers that give up with ``WorkCancelled``.
-        """
-        await self._stop(hard=True, escalate_after=None)
-
-    async def wait(self, timeout: float | None = None) -> bool:
-        """Wait until the client has stopped; False if ``timeout`` (seconds, loop clock) passed first."""
-        with anyio.move_on_after(timeout):
-            await self._stopped.wait()
-        # Not "returned inside the block": a set Event's wait still checkpoints, so a 0 s
-        # deadline would report a stopped client as still running.
-        return self._stopped.is_set()
-
     async def _stop(self, *, hard: bool, escalate_after: float | None) -> None:
         if self._lifecycle.state is ClientState.NEW:
             self._lifecycle.advance(ClientState.STOPPED)
@@ -705,8 +417,7 @@ class Client(ClientBase):
             self._stopped.set()
             return
         if hard:
-            self._hard_stop = True
-            self._cancel_all(CancelCause.STOP)
+            self._cancel_for_stop()
         if not self._stop_begun:
             await self._stop_sequence(hard=hard, escalate_after=escalate_after)
         await self._stopped.wait()
@@ -716,8 +427,7 @@ class Client(ClientBase):
             return
         self._stop_begun = True
         if hard:
-            self._hard_stop = True
-            self._cancel_all(CancelCause.STOP)
+            self._cancel_for_stop()
         self._lifecycle.advance(ClientState.STOPPING)
         try:
             if self._core.works_jobs and self._completer is not None:
@@ -748,16 +458,6 @@ class Client(ClientBase):
                     await runner.done.wait()
             return True
         return False
-
-    async def _deliver_control(self, payload: str, *, in_caller_tx: bool) -> None:
-        """Hand this client's own control message to its producers where ``deliver_control_locally``
-        says so; return once each running one applied it (a pause then holds when pause() returns)."""
-        if not deliver_control_locally(payload, in_caller_tx=in_caller_tx,
-                                       listening=self._core.config.notifications):
-            return
-        for runner, ack in self._post_own_control(payload, anyio.Event):
-            # A runner that ended meanwhile will never answer; nothing of it fetches either.
-            await _first_set(ack, runner.done)
 
     # ---------------------------------------------------------------- running jobs
 
@@ -1034,16 +734,6 @@ class Client(ClientBase):
             runner.finish()
         self._core.remove_queue(name)
         self._producers.pop(name, None)
-
-
-async def _first_set(*events: anyio.Event) -> None:
-    async with anyio.create_task_group() as nursery:
-        async def wait(event: anyio.Event) -> None:
-            await event.wait()
-            nursery.cancel_scope.cancel()
-
-        for event in events:
-            nursery.start_soon(wait, event)
 
 
 __all__ = ["Client", "ClientStats", "InsertManyParams", "MaintenanceConfig", "QueueConfig"]

@@ -4,7 +4,8 @@ river_anyio, bound to two event loops).
 
 The rest of river_sync is generated from river_anyio (tools/async_to_sync.py, checked by
 tests/test_generated_sync.py), so it cannot drift; this file compares only what is still
-written twice: the client, its database handle and the signal loop. For each pair, the
+written twice: the client's runtime (``start``/``run``, entering and leaving; its calls are
+generated, ``client_api``) and the signal loop. For each pair, the
 public names (``dir`` without a leading underscore, plus the context-manager and iteration
 protocols) and each callable's parameters (names, kinds, defaults) must match, ``async def``
 and ``def`` counting as the same. The only differences allowed are the ones in
@@ -51,10 +52,6 @@ ALLOWED_DIFFERENCES: tuple[Allowed, ...] = (
     Allowed("Client", "__exit__", "__aexit__", "with / async with"),
     Allowed("Client", "close", "aclose", "trio's async close is aclose(), by trio's naming"),
     Allowed("Client", None, "ANYIO_BACKEND", "the event loop an async client class is bound to"),
-    Allowed("Database", "__enter__", "__aenter__", "with / async with"),
-    Allowed("Database", "__exit__", "__aexit__", "with / async with"),
-    Allowed("Database", "close", "aclose", "trio's async close is aclose(), by trio's naming"),
-    Allowed("Database", None, "limiter", "trio's thread limiter sized to the pool; threads need none"),
     Allowed("run_until_signalled", None, "(task_status)", "trio's runs under nursery.start"),
 )
 
@@ -190,7 +187,6 @@ def _covers(rule: Allowed, s: str | None, t: str | None, found: Found) -> bool:
 
 PAIRS: dict[str, tuple[Any, Any]] = {
     "Client": (river_sync.Client, river_trio.Client),
-    "Database": (river_sync.Database, river_trio.Database),
     "run_until_signalled": (river_sync.run_until_signalled, river_trio.run_until_signalled),
 }
 

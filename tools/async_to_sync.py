@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # (source, output), relative to the repository root.
 GENERATED: tuple[tuple[str, str], ...] = (
     ("river_anyio/admin.py", "river_sync/admin.py"),
+    ("river_anyio/client_api.py", "river_sync/client_api.py"),
     ("river_anyio/context.py", "river_sync/context.py"),
     ("river_anyio/database.py", "river_sync/database.py"),
     ("river_anyio/events.py", "river_sync/events.py"),
@@ -44,6 +45,7 @@ GENERATED: tuple[tuple[str, str], ...] = (
     ("river_anyio/notifier.py", "river_sync/notifier.py"),
     ("river_anyio/pools.py", "river_sync/pools.py"),
     ("river_anyio/resumable.py", "river_sync/resumable.py"),
+    ("river_anyio/runner.py", "river_sync/runner.py"),
     ("river_anyio/sweeper.py", "river_sync/sweeper.py"),
     ("river_anyio/transactions.py", "river_sync/transactions.py"),
     ("river_anyio/testing/__init__.py", "river_sync/testing/__init__.py"),
