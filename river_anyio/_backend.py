@@ -144,6 +144,7 @@ class TrioBackend:
         self._trio, self._outcome = trio, outcome
         self.current_time: Callable[[], float] = trio.current_time
         self.checkpoint_if_cancelled: Callable[[], Awaitable[None]] = trio.lowlevel.checkpoint_if_cancelled
+        self.current_task: Callable[[], object] = trio.lowlevel.current_task
         self.ParkingLot: Callable[[], Any] = trio.lowlevel.ParkingLot
         self.CancelScope: Callable[..., Any] = trio.CancelScope
         self.Event: Callable[[], Any] = trio.Event
@@ -304,6 +305,7 @@ class AsyncioBackend:
         self._asyncio = asyncio
         self._get_running_loop = asyncio.get_running_loop
         self.checkpoint_if_cancelled: Callable[[], Awaitable[None]] = anyio.lowlevel.checkpoint_if_cancelled
+        self.current_task: Callable[[], object] = asyncio.current_task
         self.ParkingLot: Callable[[], Any] = _AsyncioParkingLot
         self.CancelScope: Callable[..., Any] = anyio.CancelScope
         self.Event: Callable[[], Any] = anyio.Event
@@ -562,5 +564,6 @@ async def acquire_lock(lock: anyio.Lock, timeout: float | None) -> bool:
 
 
 def current_owner() -> object:
-    """Who holds what this code takes: the running task (a thread's id in river_sync)."""
-    return anyio.get_current_task()
+    """Who holds what this code takes: the running task (a thread's id in river_sync). The loop's
+    own task object: anyio.get_current_task() builds a TaskInfo each call, once per writer lease."""
+    return current().current_task()
