@@ -14,16 +14,18 @@ def test_old_package_name_is_the_new_package() -> None:
 
 
 def test_old_submodule_paths_give_the_same_module_objects() -> None:
-    import river_anyio.client
-    import river_anyio.testing.assertions
     import river_async.client
     import river_async.testing.assertions
+
+    import river_anyio.client
+    import river_anyio.testing.assertions
 
     assert river_async.client is river_anyio.client
     assert river_async.testing.assertions is river_anyio.testing.assertions
     # a class reached through either name is one class, so isinstance checks agree
-    from river_anyio.exports import Workers as new_workers
     from river_async.exports import Workers as old_workers
+
+    from river_anyio.exports import Workers as new_workers
 
     assert old_workers is new_workers
 
