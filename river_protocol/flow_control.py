@@ -24,10 +24,11 @@ The rule, for one claim of ``limit`` jobs of a queue at time ``now``:
    local_limit`` and ``starts + rrn <= rate_allowed``; the first ``limit`` taken, in claim
    order, are claimed. A missing limit is no constraint.
 
-A candidate's ranks depend only on the candidates ahead of it, so when each of the first
-``min(limit, scan)`` candidates is taken, they are the answer. The dialects try that first
-(the usual case while limits do not bind: no more candidates read than the plain claim reads)
-and rank the full scan only when it fails.
+A candidate's ranks depend only on the candidates ahead of it, so when the first
+``min(limit, scan)`` due jobs all fit their partitions' limits, they are the answer
+(``fast_claims``, checked against ``choose_claims`` by hypothesis). The dialects try that
+first, counting only those jobs' partitions (the usual case while limits do not bind: no more
+candidates read than the plain claim reads), and rank the full scan only when it fails.
 """
 
 from __future__ import annotations
@@ -272,6 +273,28 @@ def _sequence_blocked(job: FlowJob, jobs: Sequence[FlowJob]) -> bool:
     return False
 
 
+def _running(jobs: Sequence[FlowJob], cpart: PartitionConfig, client_id: str
+             ) -> tuple[dict[tuple[Any, ...], int], dict[tuple[Any, ...], int]]:
+    """Rule step 1: running jobs per concurrency partition, anywhere and for ``client_id``."""
+    running: dict[tuple[Any, ...], int] = {}
+    mine: dict[tuple[Any, ...], int] = {}
+    for job in jobs:
+        if job.state is JobState.RUNNING:
+            k = cpart.key(job.kind, job.args)
+            running[k] = running.get(k, 0) + 1
+            if job.last_attempted_by == client_id:
+                mine[k] = mine.get(k, 0) + 1
+    return running, mine
+
+
+def _due(jobs: Sequence[FlowJob], flow: FlowControl, now: datetime) -> list[FlowJob]:
+    """Available jobs due by ``now`` in claim order, those behind their sequence left out."""
+    due = [j for j in jobs if j.state is JobState.AVAILABLE
+           and (j.scheduled_at is None or j.scheduled_at <= now)]
+    due.sort(key=lambda j: (j.priority, j.scheduled_at or now, j.id))
+    return [j for j in due if not (flow.sequences and _sequence_blocked(j, jobs))]
+
+
 def choose_claims(
     *,
     jobs: Sequence[FlowJob],
@@ -289,14 +312,7 @@ def choose_claims(
     if limit <= 0:
         return []
     cpart, rpart = flow.concurrency_partition, flow.rate_partition
-    running: dict[tuple[Any, ...], int] = {}
-    mine: dict[tuple[Any, ...], int] = {}
-    for job in jobs:
-        if job.state is JobState.RUNNING:
-            k = cpart.key(job.kind, job.args)
-            running[k] = running.get(k, 0) + 1
-            if job.last_attempted_by == client_id:
-                mine[k] = mine.get(k, 0) + 1
+    running, mine = _running(jobs, cpart, client_id)
     starts = dict(recent_starts or {})
     rate_on = limits.rate_allowed is not None
 
@@ -309,10 +325,7 @@ def choose_claims(
         return (rate_on and limits.rate_allowed is not None
                 and starts.get(rpart.key(job.kind, job.args), 0) >= limits.rate_allowed)
 
-    due = [j for j in jobs if j.state is JobState.AVAILABLE
-           and (j.scheduled_at is None or j.scheduled_at <= now)]
-    due.sort(key=lambda j: (j.priority, j.scheduled_at or now, j.id))
-    candidates = [j for j in due if not full(j) and not (flow.sequences and _sequence_blocked(j, jobs))]
+    candidates = [j for j in _due(jobs, flow, now) if not full(j)]
     candidates = candidates[:scan_size(limit)]
 
     crn: dict[tuple[Any, ...], int] = {}
@@ -332,3 +345,43 @@ def choose_claims(
         if len(chosen) == limit:
             break
     return chosen
+
+
+def fast_claims(
+    *,
+    jobs: Sequence[FlowJob],
+    flow: FlowControl,
+    limits: QueueLimits,
+    client_id: str,
+    limit: int,
+    now: datetime,
+    recent_starts: Mapping[tuple[Any, ...], int] | None = None,
+) -> list[int] | None:
+    """The dialects' shortcut to ``choose_claims`` (the module docstring's last paragraph), as
+    their fast path computes it: the first ``min(limit, scan_size(limit))`` due jobs in claim
+    order (sequence heads only, full partitions not left out) when, in each of their
+    partitions, their count plus the running jobs (and recent starts) is within every limit.
+    Then none of those partitions is full and each job's rank is at most that count, so they
+    are exactly what ``choose_claims`` takes. None when one partition would go over: then only
+    the full rule decides."""
+    if limit <= 0:
+        return []
+    cpart, rpart = flow.concurrency_partition, flow.rate_partition
+    batch = _due(jobs, flow, now)[:min(limit, scan_size(limit))]
+    running, mine = _running(jobs, cpart, client_id)
+    starts = recent_starts or {}
+    count: dict[tuple[Any, ...], int] = {}
+    rcount: dict[tuple[Any, ...], int] = {}
+    for job in batch:
+        ck, rk = cpart.key(job.kind, job.args), rpart.key(job.kind, job.args)
+        count[ck] = count.get(ck, 0) + 1
+        rcount[rk] = rcount.get(rk, 0) + 1
+    for k, n in count.items():
+        if limits.global_limit is not None and running.get(k, 0) + n > limits.global_limit:
+            return None
+        if limits.local_limit is not None and mine.get(k, 0) + n > limits.local_limit:
+            return None
+    for k, n in rcount.items():
+        if limits.rate_allowed is not None and starts.get(k, 0) + n > limits.rate_allowed:
+            return None
+    return [j.id for j in batch]

@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from river_protocol.client_core import ClientConfig, ClientCore, QueueConfig
 from river_protocol.errors import ValidationError
@@ -23,6 +25,7 @@ from river_protocol.flow_control import (
     RateLimit,
     SequenceOpts,
     choose_claims,
+    fast_claims,
     scan_size,
 )
 from river_protocol.flow_intents import (
@@ -128,6 +131,54 @@ def test_choose_claims_counts_recent_starts_per_rate_partition() -> None:
     recent = {("a",): 1}
     assert choose_claims(jobs=jobs, flow=flow, limits=flow.limits, client_id="me", limit=5, now=T0,
                          recent_starts=recent) == [1, 3]
+
+
+def test_fast_claims_is_the_batch_when_it_fits_and_none_when_a_partition_would_go_over() -> None:
+    flow = FlowControl(ConcurrencyConfig(global_limit=2, partition=PartitionConfig(by_args=["c"])))
+    jobs = _jobs((1, "k", S.RUNNING, 1), (2, "k", S.AVAILABLE, 1), (3, "k", S.AVAILABLE, 2),
+                 (4, "k", S.AVAILABLE, 1), (5, "k", S.AVAILABLE, 3))
+
+    def both(limit: int) -> tuple[list[int] | None, list[int]]:
+        kw: dict[str, Any] = {"jobs": jobs, "flow": flow, "limits": flow.limits, "client_id": "me",
+                              "limit": limit, "now": T0}
+        return fast_claims(**kw), choose_claims(**kw)
+
+    assert both(2) == ([2, 3], [2, 3])  # partition 1: one running, one in the batch
+    assert both(3) == (None, [2, 3, 5])  # 4 would be partition 1's third: the full rule skips it
+    assert both(0) == ([], [])
+    rate = FlowControl(rate_limit=RateLimit(allowed=1, period=timedelta(seconds=1)))
+    assert fast_claims(jobs=jobs, flow=rate, limits=rate.limits, client_id="me", limit=1, now=T0,
+                       recent_starts={(): 1}) is None
+
+
+_STATES = [S.AVAILABLE, S.AVAILABLE, S.AVAILABLE, S.RUNNING, S.RUNNING, S.COMPLETED, S.RETRYABLE,
+           S.DISCARDED, S.SCHEDULED]
+_limit = st.one_of(st.none(), st.integers(1, 4))
+
+
+@settings(max_examples=500, deadline=None)
+@given(specs=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(_STATES), st.integers(0, 4),
+                                st.sampled_from([None, "me", "other"]), st.integers(1, 3), st.booleans()),
+                      max_size=30),
+       g=_limit, loc=_limit, rate=_limit, limit=st.integers(0, 10), by_kind=st.booleans(),
+       by_arg=st.booleans(), sequences=st.booleans(), starts=st.integers(0, 3))
+def test_fast_claims_when_given_are_what_the_rule_takes(
+    specs: list[Any], g: int | None, loc: int | None, rate: int | None, limit: int, by_kind: bool,
+    by_arg: bool, sequences: bool, starts: int,
+) -> None:
+    part = PartitionConfig(by_kind=by_kind, by_args=("c",) if by_arg else ())
+    conc = ConcurrencyConfig(global_limit=g, local_limit=loc, partition=part) if (g or loc) else None
+    rl = RateLimit(allowed=rate, period=timedelta(seconds=5), partition=part) if rate else None
+    flow = FlowControl(concurrency=conc, rate_limit=rl, sequences=sequences)
+    seq = SequenceOpts(by_args=("c",))
+    jobs = [FlowJob(id=i, kind=kind, state=state, args={"c": c}, priority=prio, scheduled_at=T0,
+                    last_attempted_by=by if state is S.RUNNING else None,
+                    metadata=seq.metadata(kind, {"c": c}) if in_seq else {})
+            for i, (kind, state, c, by, prio, in_seq) in enumerate(specs, start=1)]
+    kw: dict[str, Any] = {"jobs": jobs, "flow": flow, "limits": flow.limits, "client_id": "me",
+                          "limit": limit, "now": T0, "recent_starts": {part.key("a", {"c": 0}): starts}}
+    fast = fast_claims(**kw)
+    assert fast is None or fast == choose_claims(**kw)
 
 
 def test_sequence_metadata_and_halts() -> None:
