@@ -39,6 +39,7 @@ from river_protocol.errors import (
     MigrationError,
     QueueNotFoundError,
     RiverError,
+    RiverProSchemaError,
     UniqueKeyError,
     ValidationError,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "RateLimit",
     "RetryPolicy",
     "RiverError",
+    "RiverProSchemaError",
     "SequenceOpts",
     "Subscription",
     "SubscriptionTimeoutError",

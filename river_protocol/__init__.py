@@ -13,6 +13,7 @@ from river_protocol.errors import (
     ProtocolError,
     QueueNotFoundError,
     RiverError,
+    RiverProSchemaError,
     UniqueKeyError,
     ValidationError,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "QueueNotFoundError",
     "RateLimit",
     "RiverError",
+    "RiverProSchemaError",
     "SequenceOpts",
     "UniqueKeyError",
     "ValidationError",

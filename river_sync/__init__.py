@@ -37,6 +37,7 @@ from river_protocol.errors import (
     MigrationError,
     QueueNotFoundError,
     RiverError,
+    RiverProSchemaError,
     UniqueKeyError,
     ValidationError,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "RateLimit",
     "RetryPolicy",
     "RiverError",
+    "RiverProSchemaError",
     "SequenceOpts",
     "Subscription",
     "SubscriptionTimeoutError",

@@ -47,7 +47,8 @@ def test_first_reach_names_import_from_either_driver(driver: Any) -> None:
 
 
 USER_CAUGHT_ERRORS = ("RiverError", "ValidationError", "EncodingError", "CronParseError", "UniqueKeyError",
-                      "MigrationError", "JobNotFoundError", "QueueNotFoundError", "DatabaseUnavailableError")
+                      "MigrationError", "RiverProSchemaError", "JobNotFoundError", "QueueNotFoundError",
+                      "DatabaseUnavailableError")
 
 
 @pytest.mark.parametrize("driver", [river_sync, river_trio, river_asyncio], ids=lambda m: m.__name__)
@@ -63,6 +64,20 @@ def test_every_driver_exports_the_shared_errors(driver: Any) -> None:
         assert issubclass(getattr(driver, name), errors.RiverError), name
     with pytest.raises(driver.ValidationError, match="invalid state"):
         driver.UniqueOpts(by_state=["bogus"])
+
+
+@pytest.mark.parametrize("driver", [river_sync, river_trio, river_asyncio], ids=lambda m: m.__name__)
+def test_every_driver_exports_the_river_pro_refusal_as_a_migration_error(driver: Any) -> None:
+    # Migration 8's refusal on SQLite (River Pro's objects beside river_job) is caught by its own
+    # name from the client package, and by the MigrationError handlers already written.
+    import river_protocol
+
+    error = driver.RiverProSchemaError("refused", version=8, direction="up", objects=("river_workflow",))
+    assert driver.RiverProSchemaError is river_protocol.RiverProSchemaError
+    with pytest.raises(driver.MigrationError) as caught:
+        raise error
+    assert caught.value.objects == ("river_workflow",)
+    assert (caught.value.version, caught.value.direction) == (8, "up")
 
 
 def documented_client_table() -> list[tuple[str, str]]:
