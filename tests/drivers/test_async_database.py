@@ -1,4 +1,4 @@
-"""The async I/O layer (AsyncDatabase, AsyncExecutor, caller transactions) on real Postgres and SQLite,
+"""The async I/O layer (AsyncDatabase, AsyncExecutor) on real Postgres and SQLite,
 under trio and under asyncio (``river_anyio``, which ``river_trio`` and ``river_asyncio`` share).
 
 Tests are plain functions calling ``run(main)`` (``anyio.run`` on each backend). Waiting for the
@@ -23,11 +23,9 @@ import sniffio
 import sqlalchemy as sa
 import sqlean  # type: ignore[import-untyped]
 from psycopg_pool import ConnectionPool
-from sqlalchemy import orm
 
-from river_anyio.caller_tx import executor_for_caller_tx
 from river_anyio.database import AsyncDatabase
-from river_anyio.executor import AsyncExecutor, ThreadRunner, connection_kind
+from river_anyio.executor import AsyncExecutor, ThreadRunner
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan
@@ -38,15 +36,14 @@ from river_protocol.intents import (
     GetJob,
     GetQueue,
     InsertJobs,
-    InsertParams,
     Intent,
     ListQueues,
     Statement,
     UpsertQueue,
 )
+from tests.drivers.async_db_support import admin_rows, eventually, job, nonce, running_query
 from tests.drivers.tcp_proxy import TcpProxy
 
-WAIT = 10.0
 Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
 LONG_SQLITE = (
     "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
@@ -141,14 +138,6 @@ def open_db(request: pytest.FixtureRequest) -> Callable[..., Awaitable[AsyncData
     return open_sqlite
 
 
-def job(kind: str = "trio_k") -> InsertParams:
-    return InsertParams(kind=kind, encoded_args=b'{"n":1}')
-
-
-def nonce() -> str:
-    return uuid.uuid4().hex[:16]
-
-
 async def count_marks(db: AsyncDatabase, value: str) -> int:
     async with db.executor() as ex:
         rows = await ex.execute(Statement(f"SELECT count(*) FROM trio_marks WHERE v = {_ph(db.dialect)}",
@@ -156,31 +145,10 @@ async def count_marks(db: AsyncDatabase, value: str) -> int:
     return int(rows[0][0])
 
 
-async def eventually(predicate: Callable[[], Awaitable[bool]], what: str) -> None:
-    with anyio.move_on_after(WAIT):
-        while not await predicate():
-            await anyio.sleep(0.01)
-        return
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def admin_rows(url: str, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    with psycopg.connect(url, autocommit=True) as conn:
-        return conn.execute(sql, params).fetchall()
-
-
 async def backend_state(url: str, pid: int) -> str | None:
     rows = await anyio.to_thread.run_sync(
         admin_rows, url, "SELECT state FROM pg_stat_activity WHERE pid = %s", (pid,))
     return rows[0][0] if rows else None
-
-
-async def running_query(url: str, pid: int, fragment: str) -> bool:
-    rows = await anyio.to_thread.run_sync(
-        admin_rows, url,
-        "SELECT 1 FROM pg_stat_activity WHERE pid = %s AND state = 'active' AND query LIKE %s",
-        (pid, f"%{fragment}%"))
-    return bool(rows)
 
 
 # ---------------------------------------------------------------- intents on both databases
@@ -605,105 +573,6 @@ def test_from_sqlalchemy_engine(run: Run, kind: str, request: pytest.FixtureRequ
         run(main)
     finally:
         engine.dispose()
-
-
-# ---------------------------------------------------------------- caller transactions
-
-
-@pytest.mark.postgres
-def test_caller_tx_psycopg(run: Run, migrated_pg: str) -> None:
-    async def main() -> None:
-        conn = await anyio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg))
-        try:
-            ex = await executor_for_caller_tx(conn)
-            (res,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
-            await anyio.to_thread.run_sync(conn.rollback)
-            async with await AsyncDatabase.from_url(migrated_pg) as db:
-                with pytest.raises(JobNotFoundError):
-                    await db.run(GetJob(id=res.job.id))
-                ex = await executor_for_caller_tx(conn)
-                async with ex.transaction():  # the caller's: no BEGIN/COMMIT from us
-                    (kept,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
-                with pytest.raises(JobNotFoundError):
-                    await db.run(GetJob(id=kept.job.id))
-                await anyio.to_thread.run_sync(conn.commit)
-                assert (await db.run(GetJob(id=kept.job.id))).id == kept.job.id
-            conn.autocommit = True
-            with pytest.raises(ValidationError, match="autocommit"):
-                await executor_for_caller_tx(conn)
-        finally:
-            conn.close()
-
-    run(main)
-
-
-@pytest.mark.postgres
-def test_caller_tx_cancel_leaves_caller_connection_usable(run: Run, migrated_pg: str) -> None:
-    async def main() -> None:
-        conn = await anyio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg))
-        try:
-            pid = conn.info.backend_pid
-            ex = await executor_for_caller_tx(conn)
-            with anyio.CancelScope() as scope:
-                async with anyio.create_task_group() as nursery:
-                    nursery.start_soon(ex.execute, Statement("SELECT pg_sleep(30)"))
-                    await eventually(lambda: running_query(migrated_pg, pid, "pg_sleep"), "pg_sleep")
-                    scope.cancel()
-            # The caller's transaction is aborted; rolling it back makes the connection usable.
-            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
-            await anyio.to_thread.run_sync(conn.rollback)
-            assert await (await executor_for_caller_tx(conn)).execute(Statement("SELECT 3")) == [(3,)]
-        finally:
-            conn.close()
-
-    run(main)
-
-
-def test_caller_tx_sqlite_and_sqlalchemy(run: Run, migrated_sqlite: str) -> None:
-    async def main() -> None:
-        conn = connect_sqlite(migrated_sqlite)
-        try:
-            conn.execute("BEGIN")
-            ex = await executor_for_caller_tx(conn)
-            assert ex.dialect.name == "sqlite" and connection_kind(conn) == "sqlite"
-            await ex.run(InsertJobs(jobs=(job("trio_rolled_back"),), nonce=nonce()))
-            conn.rollback()
-        finally:
-            conn.close()
-        engine = sa.create_engine("sqlite:///" + migrated_sqlite, module=sqlean,
-                                  connect_args={"check_same_thread": False})
-        try:
-            with orm.Session(engine) as session:
-                ex = await executor_for_caller_tx(session)
-                (kept,) = await ex.run(InsertJobs(jobs=(job(),), nonce=nonce()))
-                session.commit()
-        finally:
-            engine.dispose()
-        async with await AsyncDatabase.from_sqlite_path(migrated_sqlite) as db:
-            async with db.executor() as ex:
-                rows = await ex.execute(
-                    Statement("SELECT count(*) FROM river_job WHERE kind = 'trio_rolled_back'"))
-            assert rows == [(0,)]
-            assert (await db.run(GetJob(id=kept.job.id))).id == kept.job.id
-
-        same_thread = sqlean.connect(migrated_sqlite)  # check_same_thread defaults to True
-        try:
-            same_thread.execute("BEGIN")
-            with pytest.raises(ValidationError, match="check_same_thread"):
-                await executor_for_caller_tx(same_thread)
-        finally:
-            same_thread.close()
-
-    run(main)
-
-
-def test_caller_tx_refuses_unknown_objects(run: Run) -> None:
-    # The asyncio-only kinds: tests/drivers/test_caller_tx_async_routing.py.
-    async def main() -> None:
-        with pytest.raises(ValidationError, match="cannot run inside"):
-            await executor_for_caller_tx(object())
-
-    run(main)
 
 
 # ---------------------------------------------------------------- executor directly

@@ -1,15 +1,12 @@
-"""Database handles and caller-transaction adapters against real Postgres and SQLite.
-
-The intents used here are test-local (a counter table), registered into both
-dialects' planner tables, so these tests exercise the I/O layer without
-depending on River's own statements.
+"""Database handles (river_sync.database, the blocking layer's sources) against real Postgres and
+SQLite. The intents are test-local ones on a marks table (tests/drivers/marks_support.py); the
+caller-transaction adapters are tested in tests/drivers/test_caller_tx_sync.py.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from types import SimpleNamespace
 from typing import Any
@@ -19,108 +16,36 @@ import pytest
 import sqlalchemy as sa
 import sqlean  # type: ignore[import-untyped]
 from psycopg_pool import ConnectionPool
-from sqlalchemy import orm
 
-from river_db.caller_tx import executor_for_caller_tx
 from river_db.connect import _array_literal, connect_dedicated, open_connection, pg_idle_usable
 from river_db.executor import Executor
-from river_db.sqlite import connect_sqlite
-from river_protocol.dialects.base import Dialect, Plan
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import DatabaseUnavailableError, RiverError, ValidationError
-from river_protocol.intents import Intent, Statement
+from river_protocol.intents import Statement
 from river_sync.database import Database
+from tests.drivers.marks_support import (
+    MARKS_TABLE,
+    AddMark,
+    CountMarks,
+    pg_count,
+    pg_setup,
+    sa_url,
+    sqlite_setup,
+)
 from tests.drivers.tcp_proxy import TcpProxy
-
-# ---------------------------------------------------------------- test intents
-
-
-@dataclass(frozen=True)
-class AddMark(Intent):
-    """Insert a mark, then count marks: two statements that must share one transaction."""
-
-    value: str
-    transactional = True
-
-
-@dataclass(frozen=True)
-class CountMarks(Intent):
-    value: str | None = None
-
-
-def _ph(dialect: Dialect) -> str:
-    return "%s" if dialect.paramstyle == "format" else "?"
-
-
-def plan_add_mark(dialect: Any, intent: AddMark) -> Plan[int]:
-    yield Statement(f"INSERT INTO {dialect.prefix}marks (v) VALUES ({_ph(dialect)})", (intent.value,),
-                    fetch=False)
-    rows = yield Statement(f"SELECT count(*) FROM {dialect.prefix}marks")
-    return int(rows[0][0])
-
-
-def plan_count_marks(dialect: Any, intent: CountMarks) -> Plan[int]:
-    if intent.value is None:
-        rows = yield Statement(f"SELECT count(*) FROM {dialect.prefix}marks")
-    else:
-        rows = yield Statement(f"SELECT count(*) FROM {dialect.prefix}marks WHERE v = {_ph(dialect)}",
-                               (intent.value,))
-    return int(rows[0][0])
-
-
-for _cls in (PostgresDialect, SQLiteDialect):
-    _cls.planners()[AddMark] = plan_add_mark
-    _cls.planners()[CountMarks] = plan_count_marks
-
-
-CALLER_TABLE = "CREATE TABLE IF NOT EXISTS caller_rows (id integer PRIMARY KEY, note text NOT NULL)"
-MARKS_TABLE = "CREATE TABLE IF NOT EXISTS marks (v text NOT NULL)"
-
-
-def _pg_setup(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(MARKS_TABLE)
-        conn.execute(CALLER_TABLE.replace("integer PRIMARY KEY", "serial PRIMARY KEY"))
-        conn.execute("TRUNCATE marks, caller_rows")
-
-
-def _pg_count(url: str, table: str, where: str = "") -> int:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(f"SELECT count(*) FROM {table} {where}").fetchone()
-        assert row is not None
-        return int(row[0])
-
-
-def _sqlite_setup(path: str) -> None:
-    conn = connect_sqlite(path)
-    conn.execute(MARKS_TABLE)
-    conn.execute(CALLER_TABLE)
-    conn.close()
-
-
-def _sqlite_count(path: str, table: str) -> int:
-    conn = connect_sqlite(path)
-    try:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    finally:
-        conn.close()
 
 
 @pytest.fixture
 def pg_url(module_pg_url: str) -> str:
-    _pg_setup(module_pg_url)
+    pg_setup(module_pg_url)
     return module_pg_url
 
 
 @pytest.fixture
 def sqlite_db(sqlite_path: str) -> str:
-    _sqlite_setup(sqlite_path)
+    sqlite_setup(sqlite_path)
     return sqlite_path
-
-
-def _sa_url(url: str) -> str:
-    return "postgresql+psycopg://" + url.split("://", 1)[1]
 
 
 # ---------------------------------------------------------------- common behaviour
@@ -217,11 +142,11 @@ def test_from_url_postgres_with_schema_and_driver_suffix(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE SCHEMA IF NOT EXISTS other")
         conn.execute("CREATE TABLE IF NOT EXISTS other.marks (v text NOT NULL)")
-    with Database.from_url(_sa_url(pg_url), schema="other", pool_size=1) as db:
+    with Database.from_url(sa_url(pg_url), schema="other", pool_size=1) as db:
         assert db.dialect.schema == "other"
         assert db.run(AddMark("s")) >= 1
-    assert _pg_count(pg_url, "other.marks", "WHERE v = 's'") >= 1
-    assert _pg_count(pg_url, "marks") == 0
+    assert pg_count(pg_url, "other.marks", "WHERE v = 's'") >= 1
+    assert pg_count(pg_url, "marks") == 0
 
 
 def test_executor_error_rolls_back_left_open_transaction(pg_url: str) -> None:
@@ -286,7 +211,7 @@ def test_from_pool_restores_caller_mode_and_leaves_pool_open(pg_url: str) -> Non
 
 
 def test_from_sqlalchemy_engine_postgres(pg_url: str) -> None:
-    engine = sa.create_engine(_sa_url(pg_url), pool_size=1, max_overflow=0)
+    engine = sa.create_engine(sa_url(pg_url), pool_size=1, max_overflow=0)
     try:
         with Database.from_sqlalchemy_engine(engine) as db:
             assert isinstance(db.dialect, PostgresDialect)
@@ -309,7 +234,7 @@ def test_from_sqlalchemy_engine_postgres(pg_url: str) -> None:
 def test_from_sqlalchemy_engine_timeout_bounds_the_wait_for_a_connection(pg_url: str) -> None:
     # Mirrors river_trio's AsyncDatabase.from_sqlalchemy_engine(timeout=): at most the pool's
     # size are lent at once, and a borrower past that waits `timeout` seconds, then fails.
-    engine = sa.create_engine(_sa_url(pg_url), pool_size=1, max_overflow=0)
+    engine = sa.create_engine(sa_url(pg_url), pool_size=1, max_overflow=0)
     try:
         db = Database.from_sqlalchemy_engine(engine, timeout=0.2)
         with db.executor(), pytest.raises(TimeoutError, match="a connection from the SQLAlchemy engine"), \
@@ -434,179 +359,8 @@ def test_url_parsing() -> None:
         Database.from_sqlite_path(":memory:", schema="bad-schema")
 
 
-# ---------------------------------------------------------------- caller transactions
-
-
-def _pg_caller_counts(url: str, note: str) -> tuple[int, int]:
-    return (
-        _pg_count(url, "caller_rows", f"WHERE note = '{note}'"),
-        _pg_count(url, "marks", f"WHERE v = '{note}'"),
-    )
-
-
-def test_caller_tx_psycopg_non_autocommit(pg_url: str) -> None:
-    with psycopg.connect(pg_url) as conn:
-        for outcome in ("rollback", "commit"):
-            note = f"pg-{outcome}"
-            conn.execute("INSERT INTO caller_rows (note) VALUES (%s)", (note,))
-            ex = executor_for_caller_tx(conn)
-            assert isinstance(ex.dialect, PostgresDialect)
-            ex.run(AddMark(note))
-            getattr(conn, outcome)()
-            expected = 0 if outcome == "rollback" else 1
-            assert _pg_caller_counts(pg_url, note) == (expected, expected)
-        # An idle non-autocommit connection is fine: our statement opens the caller's transaction.
-        executor_for_caller_tx(conn).run(AddMark("pg-idle"))
-        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
-        conn.rollback()
-    assert _pg_caller_counts(pg_url, "pg-idle") == (0, 0)
-
-
-def test_caller_tx_psycopg_autocommit_transaction_block(pg_url: str) -> None:
-    with psycopg.connect(pg_url, autocommit=True) as conn:
-        with pytest.raises(ValidationError, match="autocommit"):
-            executor_for_caller_tx(conn)
-        with pytest.raises(RuntimeError), conn.transaction():
-            conn.execute("INSERT INTO caller_rows (note) VALUES ('pga-rb')")
-            executor_for_caller_tx(conn).run(AddMark("pga-rb"))
-            raise RuntimeError
-        with conn.transaction():
-            conn.execute("INSERT INTO caller_rows (note) VALUES ('pga-ok')")
-            executor_for_caller_tx(conn, schema="public").run(AddMark("pga-ok"))
-    assert _pg_caller_counts(pg_url, "pga-rb") == (0, 0)
-    assert _pg_caller_counts(pg_url, "pga-ok") == (1, 1)
-
-
-def test_caller_tx_psycopg_aborted_transaction_is_refused(pg_url: str) -> None:
-    with psycopg.connect(pg_url) as conn:
-        with pytest.raises(psycopg.errors.UndefinedTable):
-            conn.execute("SELECT * FROM no_such_table")
-        with pytest.raises(ValidationError, match="aborted"):
-            executor_for_caller_tx(conn)
-        conn.rollback()
-
-
-def test_caller_tx_sqlalchemy_connection_postgres(pg_url: str) -> None:
-    engine = sa.create_engine(_sa_url(pg_url))
-    try:
-        with engine.connect() as c:
-            for outcome in ("rollback", "commit"):
-                note = f"sac-{outcome}"
-                c.execute(sa.text("INSERT INTO caller_rows (note) VALUES (:n)"), {"n": note})
-                executor_for_caller_tx(c).run(AddMark(note))
-                getattr(c, outcome)()
-                expected = 0 if outcome == "rollback" else 1
-                assert _pg_caller_counts(pg_url, note) == (expected, expected)
-    finally:
-        engine.dispose()
-
-
-class _Base(orm.DeclarativeBase):
-    pass
-
-
-class CallerRow(_Base):
-    __tablename__ = "caller_rows"
-    id: orm.Mapped[int] = orm.mapped_column(primary_key=True)
-    note: orm.Mapped[str]
-
-
-def _orm_round(engine: sa.Engine, note: str, outcome: str, *, flush_first: bool) -> None:
-    with orm.Session(engine) as session:
-        session.add(CallerRow(note=note))
-        if flush_first:
-            session.flush()
-        executor_for_caller_tx(session).run(AddMark(note))
-        getattr(session, outcome)()
-
-
-def test_caller_tx_sqlalchemy_session_postgres(pg_url: str) -> None:
-    engine = sa.create_engine(_sa_url(pg_url))
-    try:
-        for flush_first in (True, False):
-            for outcome in ("rollback", "commit"):
-                note = f"orm-{outcome}-{flush_first}"
-                _orm_round(engine, note, outcome, flush_first=flush_first)
-                expected = 0 if outcome == "rollback" else 1
-                assert _pg_caller_counts(pg_url, note) == (expected, expected)
-    finally:
-        engine.dispose()
-
-
-def _sqlite_notes(path: str, note: str) -> tuple[int, int]:
-    conn = connect_sqlite(path)
-    try:
-        a = conn.execute("SELECT count(*) FROM caller_rows WHERE note = ?", (note,)).fetchone()[0]
-        b = conn.execute("SELECT count(*) FROM marks WHERE v = ?", (note,)).fetchone()[0]
-        return int(a), int(b)
-    finally:
-        conn.close()
-
-
-def test_caller_tx_sqlite_connection(sqlite_db: str) -> None:
-    conn = connect_sqlite(sqlite_db)
-    try:
-        with pytest.raises(ValidationError, match="BEGIN first"):
-            executor_for_caller_tx(conn)
-        for outcome in ("rollback", "commit"):
-            note = f"lite-{outcome}"
-            conn.execute("BEGIN")
-            conn.execute("INSERT INTO caller_rows (note) VALUES (?)", (note,))
-            ex = executor_for_caller_tx(conn)
-            assert isinstance(ex.dialect, SQLiteDialect)
-            ex.run(AddMark(note))
-            getattr(conn, outcome)()
-            expected = 0 if outcome == "rollback" else 1
-            assert _sqlite_notes(sqlite_db, note) == (expected, expected)
-    finally:
-        conn.close()
-    # Legacy implicit-transaction mode: the adapter opens the transaction the caller then ends.
-    legacy = sqlean.connect(sqlite_db)
-    try:
-        executor_for_caller_tx(legacy).run(AddMark("legacy"))
-        assert legacy.in_transaction
-        legacy.rollback()
-    finally:
-        legacy.close()
-    assert _sqlite_notes(sqlite_db, "legacy") == (0, 0)
-
-
-def test_caller_tx_old_stdlib_sqlite_is_refused(sqlite_db: str) -> None:
-    if sqlite3.sqlite_version_info >= (3, 45):
-        pytest.skip("the stdlib sqlite3 is new enough here")
-    conn = sqlite3.connect(sqlite_db)
-    try:
-        with pytest.raises(ValidationError, match=r"too old.*sqlean"):
-            executor_for_caller_tx(conn)
-    finally:
-        conn.close()
-
-
-def test_caller_tx_sqlalchemy_sqlite_session_and_connection(sqlite_db: str) -> None:
-    engine = sa.create_engine(f"sqlite:///{sqlite_db}", module=sqlean)
-    try:
-        for flush_first in (True, False):
-            for outcome in ("rollback", "commit"):
-                note = f"saorm-{outcome}-{flush_first}"
-                _orm_round(engine, note, outcome, flush_first=flush_first)
-                expected = 0 if outcome == "rollback" else 1
-                assert _sqlite_notes(sqlite_db, note) == (expected, expected)
-        with engine.connect() as c:
-            c.execute(sa.text("INSERT INTO caller_rows (note) VALUES ('sa-lite')"))
-            executor_for_caller_tx(c).run(AddMark("sa-lite"))
-            c.rollback()
-        assert _sqlite_notes(sqlite_db, "sa-lite") == (0, 0)
-    finally:
-        engine.dispose()
-
-
-def test_caller_tx_rejects_unknown_objects() -> None:
-    with pytest.raises(ValidationError, match="cannot run inside a transaction"):
-        executor_for_caller_tx(object())
-
-
 def test_connect_dedicated_defaults_yield_to_caller_settings(pg_url: str) -> None:
-    conn = connect_dedicated(_sa_url(pg_url) + "?keepalives_idle=7", {"application_name": "river_x"})
+    conn = connect_dedicated(sa_url(pg_url) + "?keepalives_idle=7", {"application_name": "river_x"})
     try:
         params = conn.info.get_parameters()
         assert conn.autocommit is True
