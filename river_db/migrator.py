@@ -17,7 +17,7 @@ from river_db.executor import Executor
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import MigrationError, RiverError
-from river_protocol.intents import ApplyMigration, GetMigrations
+from river_protocol.intents import ApplyMigration, CheckMigration, GetMigrations
 from river_protocol.migrations import (
     LINE_MAIN,
     Migration,
@@ -148,7 +148,11 @@ class Migrator:
         for version in steps:
             sql = render(bundle[version].sql(direction), self.dialect.prefix)
             started = time.monotonic()
-            if not dry_run:
+            if dry_run:
+                # The refusals a real run meets before a script (River Pro's schema beside
+                # SQLite's 8), raised here as that run would raise them.
+                self._executor.run(CheckMigration(self.line, version, direction))
+            else:
                 self._apply(version, direction, sql)
             duration = 0.0 if dry_run else time.monotonic() - started
             result.versions.append(MigrateVersion(version, bundle[version].name, duration, sql))

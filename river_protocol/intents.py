@@ -568,6 +568,18 @@ class ApplyMigration(Intent):
     transactional = True
 
 
+@dataclass(frozen=True, slots=True)
+class CheckMigration(Intent):
+    """Whether one version may run here, asked without running it (a dry run): raises the
+    refusal ``ApplyMigration`` of the same version would raise before its script (River Pro's
+    schema beside SQLite's version 8, ``river_protocol.migrations.pro_guard``); None when the
+    version would run. Checks nothing else: a script may still fail when it runs."""
+
+    line: str
+    version: int
+    direction: str  # "up" | "down"
+
+
 # ---------------------------------------------------------------- workflows (river_protocol.workflow)
 
 

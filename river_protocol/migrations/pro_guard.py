@@ -7,14 +7,15 @@ names below are River Pro's and are only looked for here: this project never cre
 Postgres's version 8 changes nothing, so it has no such check.
 
 The check is made by the migration's plan, in the migration's own transaction, before the
-script runs, so the refusal is a typed error and leaves the database as it was. The script
+script runs, so the refusal is a typed error and leaves the database as it was. A dry run
+(``CheckMigration``) makes the same check alone, so it reports the refusal the run would meet. The script
 carries the same check in SQL for anyone who runs it by hand (``river migrate-get``).
 """
 
 from __future__ import annotations
 
 from river_protocol.errors import RiverProSchemaError
-from river_protocol.intents import ApplyMigration, Statement
+from river_protocol.intents import ApplyMigration, CheckMigration, Statement
 from river_protocol.migrations.bundle import LINE_MAIN
 
 # River Pro's marker objects, as River's version 8 looks for them.
@@ -24,7 +25,7 @@ RIVER_PRO_MARKERS: tuple[str, ...] = ("river_job_sequence", "river_job_workflow_
 _REBUILDS_JOB_TABLE = frozenset({("sqlite", LINE_MAIN, 8)})
 
 
-def rebuilds_job_table(dialect: str, intent: ApplyMigration) -> bool:
+def rebuilds_job_table(dialect: str, intent: ApplyMigration | CheckMigration) -> bool:
     return (dialect, intent.line, intent.version) in _REBUILDS_JOB_TABLE
 
 
@@ -37,7 +38,9 @@ def markers_query(prefix: str) -> Statement:
     )
 
 
-def refusal(intent: ApplyMigration, found: tuple[str, ...], schema: str | None) -> RiverProSchemaError | None:
+def refusal(
+    intent: ApplyMigration | CheckMigration, found: tuple[str, ...], schema: str | None
+) -> RiverProSchemaError | None:
     """The error refusing ``intent`` when River Pro markers were ``found``; None when none were."""
     if not found:
         return None

@@ -76,6 +76,23 @@ def test_river_pro_refusal_exits_1_with_its_message(capsys: pytest.CaptureFixtur
     assert versions(url) == [1, 2, 3, 4, 5, 6, 7]
 
 
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_dry_run_reports_the_river_pro_refusal_as_the_run_does(
+    capsys: pytest.CaptureFixture[str], url: str, direction: str
+) -> None:
+    run(capsys, "migrate-up", "--database-url", url, "--target-version", "7" if direction == "up" else "8")
+    with Migrator(url) as m:
+        m.conn.execute("CREATE TABLE river_job_sequence (id integer PRIMARY KEY)")  # a River Pro stand-in
+    target = "8" if direction == "up" else "7"
+    dry = run(capsys, f"migrate-{direction}", "--database-url", url, "--target-version", target, "--dry-run")
+    real = run(capsys, f"migrate-{direction}", "--database-url", url, "--target-version", target)
+    assert dry == real
+    code, out, err = dry
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert f"migration 008 [{direction}] refused: River Pro's schema is installed (river_job_sequence)" in err
+    assert versions(url)[-1] == (7 if direction == "up" else 8)
+
+
 def test_max_steps_and_target_version(capsys: pytest.CaptureFixture[str], url: str) -> None:
     code, out, _ = run(capsys, "migrate-up", "--database-url", url, "--max-steps", "2")
     assert code == 0 and [line.split()[2] for line in out.splitlines()] == ["001", "002"]

@@ -147,6 +147,31 @@ def test_sqlite_8_is_refused_while_river_pro_is_installed(sqlite_path: str, dire
         assert m.get_versions()[-1] == (8 if direction == "up" else 7)
 
 
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_sqlite_8_dry_run_reports_the_refusal_the_run_raises(sqlite_path: str, direction: str) -> None:
+    # The same stand-ins as above.
+    with Migrator(sqlite_path) as m:
+        m.migrate_up(target_version=7 if direction == "up" else 8)
+        m.conn.execute("CREATE INDEX river_job_workflow_scheduling ON river_job (state, kind)")
+        m.conn.execute("CREATE TABLE river_workflow (id integer PRIMARY KEY)")
+        before = dump_sqlite(m.conn)
+        with pytest.raises(RiverProSchemaError) as dry:
+            m.migrate(direction, target_version=8 if direction == "up" else 6, dry_run=True)
+        assert dump_sqlite(m.conn) == before
+        with pytest.raises(RiverProSchemaError) as real:
+            m.migrate(direction, target_version=8 if direction == "up" else 6)
+        assert str(dry.value) == str(real.value)
+        assert dry.value.objects == real.value.objects == ("river_job_workflow_scheduling", "river_workflow")
+        # Neither run changed the database.
+        assert m.get_versions()[-1] == (7 if direction == "up" else 8)
+        # Without them the dry run lists 8 and changes nothing.
+        m.conn.execute("DROP INDEX river_job_workflow_scheduling")
+        m.conn.execute("DROP TABLE river_workflow")
+        planned = m.migrate(direction, target_version=8 if direction == "up" else 6, dry_run=True)
+        assert [v.version for v in planned.versions] == ([8] if direction == "up" else [8, 7])
+        assert m.get_versions()[-1] == (7 if direction == "up" else 8)
+
+
 def test_sqlite_8_script_run_by_hand_refuses_by_itself(sqlite_path: str) -> None:
     # What `river migrate-get --version 8 --up` prints, run outside the migrator.
     with Migrator(sqlite_path) as m:
@@ -200,6 +225,8 @@ def test_postgres_8_runs_beside_river_pro(scratch_pg_url: str) -> None:
         m.migrate_up(target_version=7)
         with psycopg.connect(scratch_pg_url, autocommit=True) as conn:
             conn.execute("CREATE TABLE river_workflow (id bigint PRIMARY KEY)")
+        assert [v.version for v in m.migrate_up(dry_run=True).versions] == [8]
         m.migrate_up()
+        assert [v.version for v in m.migrate_down(dry_run=True).versions] == [8]
         m.migrate_down()
         assert m.get_versions() == [1, 2, 3, 4, 5, 6, 7]

@@ -10,7 +10,7 @@ from river_protocol.dialects.base import drive
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import MigrationError, RiverProSchemaError, ValidationError
-from river_protocol.intents import ApplyMigration, GetMigrations, Statement
+from river_protocol.intents import ApplyMigration, CheckMigration, GetMigrations, Statement
 from river_protocol.migrations import (
     MAIN_VERSIONS,
     SCHEMA_PLACEHOLDER,
@@ -352,6 +352,32 @@ def test_only_sqlite_v8_of_the_main_line_looks_for_river_pro() -> None:
     intent = ApplyMigration("main", 8, "up", migration("postgres", 8).up_sql)
     _, seen = _run(PostgresDialect().plan(intent), [])
     assert [s.sql for s in seen] == ["INSERT INTO river_migration (line, version) VALUES (%s, %s)"]
+
+
+@pytest.mark.parametrize("direction", ["up", "down"])
+def test_a_dry_run_check_of_sqlite_v8_raises_the_refusal_the_run_would(direction: str) -> None:
+    check = CheckMigration("main", 8, direction)
+    assert not CheckMigration.transactional
+    found = [("river_job_sequence",), ("river_workflow",)]
+    with pytest.raises(RiverProSchemaError) as dry:
+        _run(SQLiteDialect(schema="other").plan(check), [list(found)])
+    intent = ApplyMigration("main", 8, direction, migration("sqlite", 8).sql(direction))
+    with pytest.raises(RiverProSchemaError) as real:
+        _run(SQLiteDialect(schema="other").plan(intent), [list(found)])
+    assert str(dry.value) == str(real.value) and "in attached schema 'other'" in str(dry.value)
+    assert (dry.value.version, dry.value.direction, dry.value.objects) == (
+        real.value.version, real.value.direction, real.value.objects)
+    # Without River Pro's objects the check passes, having read the schema and written nothing.
+    result, seen = _run(SQLiteDialect(schema="other").plan(check), [[]])
+    assert result is None and [s.sql for s in seen] == [
+        'SELECT name FROM "other".sqlite_master WHERE name IN (?, ?, ?) ORDER BY name']
+
+
+def test_a_dry_run_check_sends_nothing_where_no_version_is_refused() -> None:
+    for dialect, line, version in ((SQLiteDialect(), "main", 7), (SQLiteDialect(), "python", 8),
+                                   (PostgresDialect(), "main", 8)):
+        result, seen = _run(dialect.plan(CheckMigration(line, version, "up")), [])
+        assert result is None and seen == []
 
 
 def test_the_sqlite_v8_scripts_carry_the_same_river_pro_check() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
-from river_protocol.intents import ApplyMigration, GetMigrations, Statement
+from river_protocol.intents import ApplyMigration, CheckMigration, GetMigrations, Statement
 from river_protocol.migrations import pro_guard
 from river_protocol.migrations.bookkeeping import apply_plan, get_versions_plan
 from river_protocol.migrations.sqlsplit import split_statements
@@ -29,12 +29,18 @@ def get_migrations(dialect: Any, intent: GetMigrations) -> Plan[list[int]]:
     return get_versions_plan(dialect.prefix, "?", intent.line, existence)
 
 
-def apply_migration(dialect: Any, intent: ApplyMigration) -> Plan[None]:
+def check_migration(dialect: Any, intent: ApplyMigration | CheckMigration) -> Plan[None]:
+    """Raises River Pro's refusal for a version that rebuilds river_job; a dry run asks this
+    alone, a real run asks it first, in the migration's transaction."""
     if pro_guard.rebuilds_job_table("sqlite", intent):
         rows = yield pro_guard.markers_query(dialect.prefix)
         refused = pro_guard.refusal(intent, tuple(str(row[0]) for row in rows), dialect.schema)
         if refused is not None:
             raise refused
+
+
+def apply_migration(dialect: Any, intent: ApplyMigration) -> Plan[None]:
+    yield from check_migration(dialect, intent)
     script = [Statement(sql, (), fetch=False) for sql in split_statements(intent.sql)]
     yield from apply_plan(dialect.prefix, "?", intent, script)
 
@@ -42,4 +48,5 @@ def apply_migration(dialect: Any, intent: ApplyMigration) -> Plan[None]:
 PLANNERS: dict[type, Planner] = {
     GetMigrations: get_migrations,
     ApplyMigration: apply_migration,
+    CheckMigration: check_migration,
 }
