@@ -52,7 +52,6 @@ import anyio.to_thread
 from river_anyio import _backend
 from river_anyio.client_api import ClientAPI
 from river_anyio.context import CancellationToken, WorkContext
-from river_anyio.notifier import NotifierProtocol, NullNotifier, notifier_for
 from river_anyio.resumable import resumable_middleware
 from river_anyio.runner import MachineRunner
 from river_db.client_base import queue_still_busy
@@ -73,12 +72,6 @@ from river_protocol.errors import RiverError
 from river_protocol.intents import InsertParams, InsertResult
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
-from river_protocol.machines.notifications import (
-    TOPIC_CONTROL,
-    TOPIC_FINISHED,
-    TOPIC_INSERT,
-    TOPIC_LEADERSHIP,
-)
 from river_protocol.work import (
     CancelCause,
     WorkCancelled,
@@ -263,10 +256,8 @@ class Client(ClientAPI):
     def _init_runtime(self) -> None:
         self._runs_empty = anyio.Event()
         self._runs_empty.set()
-        self._pending_producers: dict[str, Any] = {}
         # Sync workers' threads: bounded by the queues' max_workers already, so not by AnyIO's default 40.
         self._worker_threads = anyio.CapacityLimiter(math.inf)
-        self._notifier: NotifierProtocol | None = None
         self._nursery: anyio.abc.TaskGroup | None = None
         self._runtime_scope: anyio.CancelScope | None = None
         self._stop_begun = False
@@ -378,36 +369,8 @@ class Client(ClientAPI):
             self._nursery = None
 
     async def _start_runtime(self, nursery: anyio.abc.TaskGroup) -> None:
-        db = self.database
         await nursery.start(self._deadlines.run)
-        self._completer = MachineRunner(
-            self._core.make_completer(), db, name="completer", on_output=self._on_completer_output
-        )
-        await nursery.start(self._completer.run)
-        self._promoter = MachineRunner(
-            self._core.make_workflow_promoter(), db, name="workflow-promoter",
-            on_output=self._on_promoter_output,
-        )
-        await nursery.start(self._promoter.run)
-        producers = {**self._core.make_producers(), **self._pending_producers}
-        self._pending_producers = {}
-        for name, producer in producers.items():
-            self._producers[name] = self._producer_runner(name, producer)
-        notifier = notifier_for(db, enabled=self._core.config.notifications, listen_url=self._listen_url)
-        for topic in (TOPIC_INSERT, TOPIC_CONTROL):
-            await notifier.subscribe(topic, self._on_notification)
-        # One listener for every wait of this client (river_db.waits).
-        await notifier.subscribe(TOPIC_FINISHED, self._on_finished)
-        if self._leadership.enabled:
-            await notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification)
-        await nursery.start(notifier.run)
-        if not await notifier.probe(self.testing_listen_probe_timeout):
-            notifier = NullNotifier()
-            self._listener_unavailable()
-        self._notifier = notifier
-        for runner in self._producers.values():
-            await nursery.start(runner.run, self._core.producer_start())
-        await self._leadership.start(nursery, db)
+        await self._start_machines()
 
     async def _stop(self, *, hard: bool, escalate_after: float | None) -> None:
         if self._lifecycle.state is ClientState.NEW:
@@ -450,14 +413,6 @@ class Client(ClientAPI):
             await self._leadership.stop()
         finally:
             self._finished.set()
-
-    async def _wait_producers(self, timeout: float | None) -> bool:
-        with anyio.move_on_after(timeout):
-            for runner in list(self._producers.values()):
-                if runner.started:
-                    await runner.done.wait()
-            return True
-        return False
 
     # ---------------------------------------------------------------- running jobs
 

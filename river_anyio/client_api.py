@@ -23,6 +23,8 @@ from river_anyio.admin import JobsAPI, QueuesAPI, WorkflowsAPI
 from river_anyio.database import AsyncDatabase
 from river_anyio.events import EventHub, Subscription
 from river_anyio.leadership import LeaderDriver
+from river_anyio.notifier import NotifierProtocol, NullNotifier, notifier_for
+from river_anyio.notifier import Subscription as NotifySubscription
 from river_anyio.resumable import resumable_middleware
 from river_anyio.runner import MachineRunner, utcnow
 from river_db.client_base import ClientBase
@@ -36,6 +38,13 @@ from river_protocol.intents import GetJob, GetQueue, InsertParams, InsertResult,
 from river_protocol.job import JobRow
 from river_protocol.leadership import PeriodicJob
 from river_protocol.lifecycle import ClientState
+from river_protocol.machines.base import Event
+from river_protocol.machines.notifications import (
+    TOPIC_CONTROL,
+    TOPIC_FINISHED,
+    TOPIC_INSERT,
+    TOPIC_LEADERSHIP,
+)
 from river_protocol.options import InsertOpts
 from river_protocol.work import CancelCause
 from river_protocol.workflow import (
@@ -49,6 +58,7 @@ from river_protocol.workflow import (
 
 if True:  # ASYNC
     import anyio
+    import anyio.abc
 
     from river_db.connect import sqlalchemy_kind
     from river_db.urls import dialect_of_url
@@ -130,6 +140,8 @@ class ClientAPI(ClientBase):
     _producers: dict[str, MachineRunner]
     _completer: MachineRunner | None
     _db: AsyncDatabase | None
+    if True:  # ASYNC
+        _nursery: anyio.abc.TaskGroup | None  # run()'s, while the client runs
 
     def _bind_database(self, database: Any, schema: str | None) -> str:
         self._database_arg = database  # what `river work` reads its URL from
@@ -157,6 +169,9 @@ class ClientAPI(ClientBase):
         self._events = EventHub()
         self._stopped = _backend.Event()  # the client has stopped (run() has returned)
         self._open_lock = _backend.Lock()
+        self._notifier: NotifierProtocol | None = None
+        self._notify_subs: list[NotifySubscription] = []
+        self._pending_producers: dict[str, Any] = {}  # queues added before the start
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -367,6 +382,72 @@ class ClientAPI(ClientBase):
         with self._guard:
             self._hard_stop = True
         self._cancel_all(CancelCause.STOP)
+
+    async def _wait_producers(self, timeout: float | None) -> bool:
+        """Whether every started producer ended within ``timeout`` seconds (None: no limit)."""
+        deadline = None if timeout is None else _backend.current_time() + timeout
+        for runner in list(self._producers.values()):
+            if runner.started:
+                left = None if deadline is None else max(deadline - _backend.current_time(), 0.0)
+                if not await _backend.wait_event(runner.done, left):
+                    return False
+        return True
+
+    # ---------------------------------------------------------------- starting
+
+    async def _start_machines(self) -> None:
+        """Start the completer, the workflow promoter, the notifier, a producer a queue and
+        leadership: each runner as ``_start_runner`` starts one (a task in run()'s nursery, a thread)."""
+        db = self.database
+        self._completer = MachineRunner(
+            self._core.make_completer(), db, name="completer", on_output=self._on_completer_output
+        )
+        await self._start_runner(self._completer)
+        self._promoter = MachineRunner(
+            self._core.make_workflow_promoter(), db, name="workflow-promoter",
+            on_output=self._on_promoter_output,
+        )
+        await self._start_runner(self._promoter)
+        producers = {**self._core.make_producers(), **self._pending_producers}
+        self._pending_producers = {}
+        for name, producer in producers.items():
+            self._producers[name] = self._producer_runner(name, producer)
+        notifier = notifier_for(db, enabled=self._core.config.notifications, listen_url=self._listen_url)
+        targets = {TOPIC_INSERT: self._on_notification, TOPIC_CONTROL: self._on_notification,
+                   TOPIC_FINISHED: self._on_finished}  # one listener for every wait (river_db.waits)
+        if self._leadership.enabled:
+            targets[TOPIC_LEADERSHIP] = self._leadership.on_notification
+        for topic, target in targets.items():
+            self._notify_subs.append(await notifier.subscribe(topic, target))
+        if True:  # ASYNC
+            await self._task_group().start(notifier.run)
+        else:
+            notifier.start()
+        if not await notifier.probe(self.testing_listen_probe_timeout):
+            if True:  # ASYNC
+                pass  # its task ends with run()'s nursery
+            else:
+                notifier.stop()
+            notifier = NullNotifier()
+            self._listener_unavailable()
+        self._notifier = notifier
+        for runner in self._producers.values():
+            await self._start_runner(runner, self._core.producer_start())
+        if True:  # ASYNC
+            await self._leadership.start(self._task_group(), db)
+        else:
+            self._leadership.start()
+
+    async def _start_runner(self, runner: MachineRunner, *initial: Event) -> None:
+        if True:  # ASYNC
+            await self._task_group().start(runner.run, *initial)
+        else:
+            runner.start(*initial)
+
+    if True:  # ASYNC
+        def _task_group(self) -> anyio.abc.TaskGroup:
+            assert self._nursery is not None
+            return self._nursery
 
     # ---------------------------------------------------------------- control and producers
 

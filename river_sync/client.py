@@ -32,7 +32,6 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import Any
 
 from river_db.client_base import queue_still_busy
@@ -52,19 +51,11 @@ from river_protocol.errors import RiverError
 from river_protocol.intents import InsertParams, InsertResult
 from river_protocol.lifecycle import ClientState
 from river_protocol.machines.base import Stop
-from river_protocol.machines.notifications import (
-    TOPIC_CONTROL,
-    TOPIC_FINISHED,
-    TOPIC_INSERT,
-    TOPIC_LEADERSHIP,
-)
 from river_protocol.machines.producer import JobFinished
 from river_protocol.work import CancelCause, not_run_error, outcome_from_result, wants_error_handler
 from river_sync.client_api import ClientAPI
 from river_sync.context import CancellationToken, WorkContext
-from river_sync.notifier import NotifierProtocol, NullNotifier, notifier_for
-from river_sync.notifier import Subscription as NotifySubscription
-from river_sync.runner import MachineRunner, utcnow
+from river_sync.runner import utcnow
 
 log = logging.getLogger(__name__)
 # One line per run that does not complete (river_protocol.run_log); docs/guides/client.md, Logging.
@@ -219,8 +210,6 @@ class Client(ClientAPI):
         self._lock = threading.Lock()  # the core, the run table, lifecycle state
         self._guard = self._lock
         self._runs_idle = threading.Condition(self._lock)
-        self._notifier: NotifierProtocol | None = None
-        self._notify_subs: list[NotifySubscription] = []
         self._watchdog: _Watchdog | None = None
         self._job_threads = _JobThreads(self._work)
         self._chains: dict[int, tuple[Any, Callable[[WorkContext, Any], Any]]] = {}
@@ -253,34 +242,7 @@ class Client(ClientAPI):
             db.run(intent)
         self._watchdog = _Watchdog(self._lock)
         self._watchdog.start()
-        self._completer = MachineRunner(
-            self._core.make_completer(), db, name="completer", on_output=self._on_completer_output
-        )
-        self._completer.start()
-        self._promoter = MachineRunner(
-            self._core.make_workflow_promoter(), db, name="workflow-promoter",
-            on_output=self._on_promoter_output,
-        )
-        self._promoter.start()
-        for name, producer in self._core.make_producers().items():
-            self._producers[name] = self._producer_runner(name, producer)
-        notifier = notifier_for(db, enabled=self._core.config.notifications,
-                                listen_url=self._listen_url)
-        for topic in (TOPIC_INSERT, TOPIC_CONTROL):
-            self._notify_subs.append(notifier.subscribe(topic, self._on_notification))
-        # One listener for every wait of this client (river_db.waits).
-        self._notify_subs.append(notifier.subscribe(TOPIC_FINISHED, self._on_finished))
-        if self._leadership.enabled:
-            self._notify_subs.append(notifier.subscribe(TOPIC_LEADERSHIP, self._leadership.on_notification))
-        notifier.start()
-        if not notifier.probe(self.testing_listen_probe_timeout):
-            notifier.stop()
-            notifier = NullNotifier()
-            self._listener_unavailable()
-        self._notifier = notifier
-        for runner in self._producers.values():
-            runner.start(self._core.producer_start())
-        self._leadership.start()
+        self._start_machines()
 
     def __enter__(self) -> Client:
         if self._lifecycle.state is ClientState.NEW:
@@ -315,14 +277,6 @@ class Client(ClientAPI):
                 if self._promoter is not None:  # after the completer: its last completions promote too
                     self._promoter.post(Stop())
             self._teardown()
-
-    def _wait_producers(self, timeout: float | None) -> bool:
-        deadline = None if timeout is None else utcnow() + timedelta(seconds=timeout)
-        for runner in self._producers.values():
-            left = None if deadline is None else max((deadline - utcnow()).total_seconds(), 0.0)
-            if not runner.done.wait(left):
-                return False
-        return True
 
     def _teardown(self) -> None:
         self._leadership.stop()  # services first, then the resign; needs the database still open
