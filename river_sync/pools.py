@@ -229,6 +229,9 @@ class _SQLiteBackend:
         self.timeout = timeout
         self.max_readers = sqlite_reader_count(path, readers)
         self.limiter = _backend.Slots(self.max_readers + 1)
+        # Readers alone take at most max_readers: the limiter's last token is the writer's, so a
+        # burst of reads neither opens a reader too many nor keeps the writer waiting.
+        self._reader_slots = _backend.Slots(max(1, self.max_readers))
         self._writer: Any | None = None
         self._writer_lock = _backend.Lock()
         self._writer_owner: object | None = None
@@ -256,7 +259,8 @@ class _SQLiteBackend:
     @contextmanager
     def acquire(self, readonly: bool) -> Iterator[Lease]:
         if readonly and self.max_readers > 0:
-            with _backend.slot(self.limiter, self.timeout, "a SQLite reader connection"), \
+            with _backend.slot(self._reader_slots, self.timeout, "a SQLite reader connection"), \
+                    _backend.slot(self.limiter, self.timeout, "a SQLite reader connection"), \
                     self._reader() as lease:
                 yield lease
         else:
@@ -295,7 +299,7 @@ class _SQLiteBackend:
 
     @contextmanager
     def _reader(self) -> Iterator[Lease]:
-        # The limiter slot bounds readers: one is idle or may be opened.
+        # The reader slot bounds readers: one is idle or may be opened.
         with self._readers_lock:
             if self._closed:
                 raise RiverError("the database handle is closed")

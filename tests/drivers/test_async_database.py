@@ -284,6 +284,21 @@ def test_limiter_sized_to_pool(run: Run, open_db: Callable[..., Awaitable[AsyncD
     run(main)
 
 
+def test_sqlite_readers_never_outnumber_the_readers_setting(run: Run, migrated_sqlite: str) -> None:
+    # readers=1: one reader connection at most (the limiter's other token is the writer's); a
+    # second reader waits for it (here until the handle's timeout), and the writer never waits.
+    async def main() -> None:
+        async with await AsyncDatabase.from_sqlite_path(migrated_sqlite, readers=1, timeout=0.2) as db, \
+                db.executor(readonly=True) as reader:
+            with pytest.raises(TimeoutError, match="reader"):
+                async with db.executor(readonly=True):
+                    pass
+            (res,) = await db.run(InsertJobs(jobs=(job(),), nonce=nonce()))
+            assert await reader.run(GetJob(id=res.job.id)) is not None
+
+    run(main)
+
+
 def test_closed_handle_refuses(run: Run, open_db: Callable[..., Awaitable[AsyncDatabase]]) -> None:
     async def main() -> None:
         db = await open_db()

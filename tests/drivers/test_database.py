@@ -308,6 +308,17 @@ def test_sqlite_readers_see_commits_and_cannot_write(sqlite_db: str) -> None:
                 reader.run(AddMark("nope"))
 
 
+def test_sqlite_readers_never_outnumber_the_readers_setting(sqlite_db: str) -> None:
+    # readers=1: one reader connection at most; a second reader waits for it (here until the
+    # handle's timeout), and the writer is never kept waiting by readers.
+    with Database.from_sqlite_path(sqlite_db, readers=1, timeout=0.2) as db, \
+            db.executor(readonly=True) as reader:
+        with pytest.raises(TimeoutError, match="reader"), db.executor(readonly=True):
+            pass
+        assert db.run(AddMark("w")) == 1
+        assert reader.run(CountMarks("w")) == 1
+
+
 def test_sqlite_nested_writer_in_one_thread_is_refused(sqlite_db: str) -> None:
     with Database.from_sqlite_path(sqlite_db) as db, db.executor(), pytest.raises(
         RiverError, match="single writer"
