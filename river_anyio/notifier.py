@@ -461,7 +461,11 @@ class Notifier(_Hub):
         sub = await self.subscribe(probe.topic, heard)
         try:
             conn = await self._connect()
-            await _backend.run_blocking(lambda: probe.send(conn, prefix))
+            try:
+                await _backend.run_blocking(lambda: probe.send(conn, prefix))  # closes conn
+            except BaseException:
+                _close(conn)  # cancelled before the send began (a cancel met during the connect)
+                raise
             await _backend.run_blocking(lambda: arrived.wait(probe.timeout))
         finally:
             sub.unsubscribe()

@@ -398,7 +398,11 @@ class Notifier(_Hub):
         sub = self.subscribe(probe.topic, heard)
         try:
             conn = self._connect()
-            _backend.run_blocking(lambda: probe.send(conn, prefix))
+            try:
+                _backend.run_blocking(lambda: probe.send(conn, prefix))  # closes conn
+            except BaseException:
+                _close(conn)  # cancelled before the send began (a cancel met during the connect)
+                raise
             _backend.run_blocking(lambda: arrived.wait(probe.timeout))
         finally:
             sub.unsubscribe()

@@ -161,6 +161,37 @@ def test_reconnects_after_terminate(run: Run, migrated_pg: str) -> None:
 
 
 @pytest.mark.postgres
+def test_probe_hears_itself_and_closes_its_connection_even_when_cancelled(run: Run, migrated_pg: str) -> None:
+    async def main() -> None:
+        opened: list[psycopg.Connection[Any]] = []
+        cancel_next: list[anyio.CancelScope] = []
+
+        async def connect() -> Any:
+            conn = await anyio.to_thread.run_sync(lambda: psycopg.connect(migrated_pg, autocommit=True))
+            opened.append(conn)
+            if cancel_next:
+                cancel_next.pop().cancel()  # the probe is cancelled while its connection opens
+            return conn
+
+        notifier = Notifier(connect, backoff=no_wait)
+        async with anyio.create_task_group() as tg:
+            await tg.start(notifier.run)
+            assert await notifier.probe(timeout=WAIT) is True  # a direct connection hears itself
+            assert len(opened) == 2 and opened[1].closed  # the probe's own connection, closed
+            with anyio.CancelScope() as scope:
+                cancel_next.append(scope)
+                await notifier.probe(timeout=WAIT)
+            assert scope.cancelled_caught
+            assert len(opened) == 3 and opened[2].closed  # closed although the send never ran
+            assert not opened[0].closed  # the listener's is untouched
+            tg.cancel_scope.cancel()
+        for conn in opened:
+            conn.close()
+
+    run(main)
+
+
+@pytest.mark.postgres
 def test_ping_keeps_requests_flowing(run: Run, migrated_pg: str) -> None:
     conns: list[Any] = []
 

@@ -288,6 +288,25 @@ def test_pg_stop_from_callback_and_restart(module_pg_url: str, listener: Callabl
     inbox.wait_for("again")
 
 
+def test_pg_probe_hears_itself_on_a_direct_connection_and_closes_its_own(
+        module_pg_url: str, listener: Callable[..., Notifier]) -> None:
+    opened: list[psycopg.Connection[Any]] = []
+
+    def connect() -> psycopg.Connection[Any]:
+        conn = psycopg.connect(module_pg_url, autocommit=True)
+        opened.append(conn)
+        return conn
+
+    n = listener(connect)
+    assert n.probe(timeout=WAIT) is True  # not started: nothing to probe
+    assert opened == []
+    n.start()
+    assert n.probe(timeout=WAIT) is True
+    assert len(opened) == 2 and opened[1].closed and not opened[0].closed
+    n.stop()
+    assert opened[0].closed
+
+
 def test_pg_start_fails_fast_on_bad_url() -> None:
     n = Notifier("postgresql://postgres@127.0.0.1:1/nope", connect_timeout=2)
     with pytest.raises(psycopg.OperationalError):
