@@ -1,4 +1,4 @@
-"""``client.jobs`` and ``client.queues``: River's management API.
+"""``client.jobs``, ``client.queues`` and ``client.workflows``: River's management API.
 
 Every rule (which intents, in which transaction, when to deliver a control
 message in-process) comes from ``river_protocol.admin``; this module only runs
@@ -52,6 +52,7 @@ from river_protocol.intents import (
 )
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
+from river_protocol.sweeper_status import SweeperStatus, sweeper_status, sweeper_status_intents
 from river_protocol.workflow import (
     WorkflowSummary,
     WorkflowView,
@@ -211,6 +212,12 @@ class WorkflowsAPI(_Admin):
             self._client._grown_ids((workflow_id,))
         return rows
 
+    async def sweeper(self, *, tx: Any = None) -> SweeperStatus:
+        """Which client sweeps workflows now: the workflow sweeper's lease (holder, taken at,
+        lapses at, by the database's clock) and River's leader; ``line_applied`` is False
+        without the python migration line. ``describe()`` says it in one line."""
+        lease, leader = await self._run(sweeper_status_intents(), tx, readonly=True)
+        return sweeper_status(lease, leader)
 
     # Last: a method named ``list`` hides the builtin from the annotations after it.
     async def list(self, *, limit: int = 100, before: datetime | None = None,

@@ -644,6 +644,33 @@ class ReleaseLease(Intent):
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseRow:
+    """A row of ``river_py_lease``: who holds lease ``name``, since when, until when."""
+
+    name: str
+    holder: str
+    held_since: datetime  # when ``holder`` took it (its renewals keep this)
+    expires_at: datetime  # when it lapses unless renewed (each renewal moves it on)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRead:
+    """What ``GetLease`` found, with the database's clock, which a lease's expiry is counted by."""
+
+    read_at: datetime
+    table_exists: bool  # False: the python migration line is not applied
+    row: LeaseRow | None  # None: nobody holds the lease (or no table)
+
+
+@dataclass(frozen=True, slots=True)
+class GetLease(Intent):
+    """Read lease ``name`` of ``river_py_lease``, expired or not, and the database's now.
+    Result: ``LeaseRead``; a database without the python line is an answer, not an error."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ListWorkflowTasks(Intent):
     """Every row of one workflow (its tasks by id), or, with ``tasks``, only those task names."""
 

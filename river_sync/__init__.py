@@ -61,6 +61,7 @@ from river_protocol.outcomes import Snooze as Snooze
 from river_protocol.retry import DefaultRetryPolicy, RetryPolicy
 from river_protocol.run_log import NO_LOG, JobLogLevels
 from river_protocol.states import JobState
+from river_protocol.sweeper_status import SweeperStatus
 from river_protocol.unique import UniqueOpts
 from river_protocol.work import CancelCause, JobCancel, JobDiscard, JobSnooze, WorkCancelled
 from river_protocol.work import WorkOutcome as WorkOutcome
@@ -132,6 +133,7 @@ __all__ = [
     "SequenceOpts",
     "Subscription",
     "SubscriptionTimeoutError",
+    "SweeperStatus",
     "TagFilter",
     "TaskRef",
     "UniqueKeyError",

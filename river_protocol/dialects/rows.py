@@ -18,7 +18,7 @@ from typing import Any
 
 from river_protocol.errors import ValidationError
 from river_protocol.golang.gotime import _parse_time_cached, format_sqlite_time, parse_time
-from river_protocol.intents import LeaderRow, NotificationRow, QueueRow
+from river_protocol.intents import LeaderRow, LeaseRead, LeaseRow, NotificationRow, QueueRow
 from river_protocol.job import AttemptError, JobRow, stored_job_row
 from river_protocol.states import JobState
 
@@ -542,6 +542,13 @@ def queue_row(row: Sequence[Any]) -> QueueRow:
 
 def leader_row(row: Sequence[Any]) -> LeaderRow:
     return LeaderRow(leader_id=str(row[0]), elected_at=_utc(row[1]), expires_at=_utc(row[2]))
+
+
+def lease_read(name: str, read_at: Any, row: Sequence[Any] | None, *, table_exists: bool = True) -> LeaseRead:
+    """``GetLease``'s answer from the database's now and (holder, held_since, expires_at)."""
+    lease = None if row is None else LeaseRow(
+        name=name, holder=str(row[0]), held_since=_utc(row[1]), expires_at=_utc(row[2]))
+    return LeaseRead(read_at=_utc(read_at), table_exists=table_exists, row=lease)
 
 
 def notification_row(row: Sequence[Any]) -> NotificationRow:

@@ -1,4 +1,5 @@
-"""``river workflows ...``: list workflows, show one task by task, cancel one, retry its failed part.
+"""``river workflows ...``: list workflows, show one task by task, cancel one, retry its failed
+part, and say which client sweeps them (``river workflows sweeper``).
 
 The same statements as ``client.workflows`` (``river_protocol.workflow``). A cancel reaches
 running tasks as ``river jobs cancel`` does: on Postgres their clients are notified; on SQLite
@@ -14,6 +15,7 @@ from typing import Any
 from river_protocol.errors import JobNotFoundError
 from river_protocol.intents import ListWorkflowTasks
 from river_protocol.job import JobRow
+from river_protocol.sweeper_status import sweeper_status, sweeper_status_intents
 from river_protocol.workflow import (
     WorkflowSummary,
     WorkflowView,
@@ -25,7 +27,7 @@ from river_protocol.workflow import (
     workflow_view,
 )
 from river_tools.cli.jobs import now_utc, open_executor
-from river_tools.cli.main import EXIT_OK, CommandFailed, add_database_flags
+from river_tools.cli.main import EXIT_FAILURE, EXIT_OK, CommandFailed, add_database_flags
 from river_tools.cli.output import job_to_json, print_json, print_table, rfc3339
 
 
@@ -41,6 +43,14 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable JSON output")
     p.add_argument("--limit", type=int, default=100, help="at most this many workflows (default 100)")
     p.set_defaults(func=cmd_list)
+
+    p = wsub.add_parser("sweeper", help="Show which client sweeps workflows (the sweeper's lease)",
+                        description="Show the workflow sweeper's lease: which client holds it, when it "
+                        "took it and when it lapses unless renewed (the database's clock), and River's "
+                        "leader. Exit 1 when the python migration line is not applied.")
+    add_database_flags(p)
+    p.add_argument("--json", action="store_true", help="machine-readable JSON output")
+    p.set_defaults(func=cmd_sweeper)
 
     for action, summary, handler in (
         ("get", "Show a workflow with each task's state", cmd_get),
@@ -77,6 +87,20 @@ def cmd_list(args: argparse.Namespace) -> int:
     print_table(["id", "name", "state", "tasks", "by state", "created"],
                 [[s.id, s.name, s.state, s.total, _counts_text(s), s.created_at] for s in rows])
     return EXIT_OK
+
+
+def cmd_sweeper(args: argparse.Namespace) -> int:
+    with open_executor(args) as ex:
+        lease, leader = [ex.run(intent) for intent in sweeper_status_intents()]
+    status = sweeper_status(lease, leader)
+    if args.json:
+        print_json({"line_applied": status.line_applied, "held": status.held, "holder": status.holder,
+                    "held_since": rfc3339(status.held_since), "expires_at": rfc3339(status.expires_at),
+                    "read_at": rfc3339(status.read_at), "river_leader": status.river_leader})
+    else:
+        print(status.describe())
+    # Nothing to show without the line is a setup to fix, not a state to read: say so by the code.
+    return EXIT_OK if status.line_applied else EXIT_FAILURE
 
 
 def _view(args: argparse.Namespace) -> WorkflowView:

@@ -88,3 +88,40 @@ def test_unknown_and_bad_ids(capsys: pytest.CaptureFixture[str], url: str) -> No
     assert code == 1 and "workflow nope not found" in err
     code, _, err = run(capsys, url, "workflows", "cancel", "bad id")
     assert code != 0 and "workflow id" in err
+
+
+def test_sweeper_names_the_lease_holder_and_a_missing_line(
+    capsys: pytest.CaptureFixture[str], url: str
+) -> None:
+    from datetime import datetime, timedelta
+
+    from river_protocol.intents import HoldLease
+    from river_sync import Database
+
+    with Migrator(url, line="python") as m:
+        m.migrate_down(target_version=-1)
+    code, out, err = run(capsys, url, "workflows", "sweeper")
+    assert code == 1 and "Traceback" not in err
+    assert out.startswith("no workflow sweeper lease: the python migration line is not applied")
+    code, out, _ = run(capsys, url, "workflows", "sweeper", "--json")
+    assert code == 1 and json.loads(out)["line_applied"] is False
+    try:
+        with Migrator(url, line="python") as m:
+            m.migrate_up()
+        code, out, _ = run(capsys, url, "workflows", "sweeper")
+        assert code == 0 and out.startswith("nobody holds the workflow sweeper lease")
+        with Database.from_url(url) as db:
+            assert db.run(HoldLease("workflow_sweeper", "cli-holder", timedelta(hours=1))) is True
+        code, out, _ = run(capsys, url, "workflows", "sweeper")
+        assert code == 0
+        shape = r"cli-holder sweeps workflows: lease taken \S+Z, renewed until \S+Z \(in \d+\.\d s\)$"
+        assert re.match(shape, out.strip()), out
+        code, out, _ = run(capsys, url, "workflows", "sweeper", "--json")
+        shown = json.loads(out)
+        assert code == 0 and shown["holder"] == "cli-holder" and shown["held"] is True
+        assert shown["line_applied"] is True and shown["river_leader"] is None
+        times = [datetime.fromisoformat(shown[key]) for key in ("held_since", "read_at", "expires_at")]
+        assert times[0] <= times[1] < times[2]
+    finally:
+        with Migrator(url, line="python") as m:
+            m.migrate_down(target_version=-1)

@@ -1,5 +1,6 @@
 """Postgres plans for ``river_py_lease`` (the python migration line): take or renew a lease,
-and give it up. Expiry is the database's clock, so clients on hosts whose clocks differ agree.
+give it up, and read it (for operators). Expiry is the database's clock, so clients on hosts
+whose clocks differ agree.
 """
 
 from __future__ import annotations
@@ -8,7 +9,8 @@ from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.postgres.fragments import binder
-from river_protocol.intents import HoldLease, Intent, ReleaseLease, Statement
+from river_protocol.dialects.rows import lease_read
+from river_protocol.intents import GetLease, HoldLease, Intent, LeaseRead, ReleaseLease, Statement
 
 
 def _table_exists(d: Any) -> Plan[bool]:
@@ -47,7 +49,20 @@ def _release_lease(d: Any, intent: ReleaseLease) -> Plan[bool]:
     return bool(rows)
 
 
+def _get_lease(d: Any, intent: GetLease) -> Plan[LeaseRead]:
+    rows = yield Statement("SELECT to_regclass(%s) IS NOT NULL, now()", (f"{d.prefix}river_py_lease",))
+    exists, read_at = bool(rows[0][0]), rows[0][1]
+    if not exists:
+        return lease_read(intent.name, read_at, None, table_exists=False)
+    rows = yield Statement(
+        f"SELECT holder, held_since, expires_at FROM {d.prefix}river_py_lease WHERE name = %s::text",
+        (intent.name,),
+    )
+    return lease_read(intent.name, read_at, rows[0] if rows else None)
+
+
 PLANNERS: dict[type[Intent], Planner] = {
     HoldLease: _hold_lease,
     ReleaseLease: _release_lease,
+    GetLease: _get_lease,
 }

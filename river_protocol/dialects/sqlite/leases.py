@@ -1,5 +1,6 @@
 """SQLite plans for ``river_py_lease`` (the python migration line): take or renew a lease,
-and give it up. Times are River's canonical UTC text from SQLite's clock, compared as strings.
+give it up, and read it (for operators). Times are River's canonical UTC text from SQLite's
+clock, compared as strings.
 """
 
 from __future__ import annotations
@@ -7,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
-from river_protocol.dialects.rows import SQLITE_DB_NOW
-from river_protocol.intents import HoldLease, Intent, ReleaseLease, Statement
+from river_protocol.dialects.rows import SQLITE_DB_NOW, lease_read
+from river_protocol.intents import GetLease, HoldLease, Intent, LeaseRead, ReleaseLease, Statement
 
 
 def _table_exists(d: Any) -> Plan[bool]:
@@ -45,7 +46,20 @@ def _release_lease(d: Any, intent: ReleaseLease) -> Plan[bool]:
     return bool(rows)
 
 
+def _get_lease(d: Any, intent: GetLease) -> Plan[LeaseRead]:
+    rows = yield Statement(
+        f"SELECT EXISTS (SELECT 1 FROM {d.prefix}sqlite_master"
+        f" WHERE type = 'table' AND name = 'river_py_lease'), {SQLITE_DB_NOW}")
+    exists, read_at = bool(rows[0][0]), rows[0][1]
+    if not exists:
+        return lease_read(intent.name, read_at, None, table_exists=False)
+    rows = yield Statement(
+        f"SELECT holder, held_since, expires_at FROM {d.prefix}river_py_lease WHERE name = ?", (intent.name,))
+    return lease_read(intent.name, read_at, rows[0] if rows else None)
+
+
 PLANNERS: dict[type[Intent], Planner] = {
     HoldLease: _hold_lease,
     ReleaseLease: _release_lease,
+    GetLease: _get_lease,
 }

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import pytest
 
 from river_db.migrator import Migrator
-from river_protocol.intents import HoldLease, ReleaseLease
+from river_protocol.intents import GetLease, HoldLease, ReleaseLease
 from river_protocol.machines.workflow_sweeper import MISSING_LINE_NEVER_LEADS
 from river_protocol.workflow import Workflow
 from river_sync import Database, InsertOpts, JobState
@@ -160,3 +160,60 @@ def test_without_the_python_line_a_client_that_never_leads_says_it_will_not_swee
         wait_until(lambda: any(MISSING_LINE_NEVER_LEADS in r.getMessage() for r in caplog.records),
                    "the sweeper's notice")
     assert sum(MISSING_LINE_NEVER_LEADS in r.getMessage() for r in caplog.records) == 1
+
+
+def test_get_lease_reads_the_row_and_the_database_clock(client_db_url: str) -> None:
+    """GetLease on each database: no table (the python line missing) is an answer, then no row,
+    then the holder's row with the times the database wrote."""
+    with Migrator(client_db_url, line="python") as m:
+        m.migrate_down(target_version=-1)
+    with Database.from_url(client_db_url) as db:
+        missing = db.run(GetLease("t"), readonly=True)
+        assert (missing.table_exists, missing.row) == (False, None) and missing.read_at.tzinfo is not None
+    _python_line(client_db_url)
+    with Database.from_url(client_db_url) as db:
+        assert db.run(GetLease("t"), readonly=True).row is None
+        assert db.run(HoldLease("t", "a", timedelta(hours=1))) is True
+        read = db.run(GetLease("t"), readonly=True)
+        assert read.table_exists and read.row is not None
+        assert (read.row.name, read.row.holder) == ("t", "a")
+        assert read.row.held_since <= read.read_at < read.row.expires_at
+        assert read.row.expires_at - read.row.held_since == timedelta(hours=1)
+        assert db.run(GetLease("other"), readonly=True).row is None  # leases are per name
+
+
+def test_the_admin_api_names_the_sweeper_and_a_missing_line(h: Harness, client_db_url: str) -> None:
+    with Migrator(client_db_url, line="python") as m:
+        m.migrate_down(target_version=-1)
+    order: list[str] = []
+    lock = threading.Lock()
+    client = _client(h, client_db_url, order, lock)
+    status = client.workflows.sweeper()
+    assert not status.line_applied and status.holder is None and status.sweeper is None
+    assert "river migrate-up --line python" in status.describe()
+
+    _python_line(client_db_url)
+    _go_leads(client_db_url)
+    status = client.workflows.sweeper()
+    assert status.line_applied and status.holder is None and status.river_leader == GO_LEADER
+    assert status.describe().startswith("nobody holds the workflow sweeper lease")
+    with client:
+        wait_until(lambda: _lease_holder(client_db_url), "the client taking the sweeper's lease")
+        status = client.workflows.sweeper()
+        assert status.held and status.sweeper == status.holder == client.client_id
+        assert status.held_since is not None and status.expires_at is not None
+        assert status.held_since <= status.read_at < status.expires_at
+        assert status.describe().startswith(f"{client.client_id} sweeps workflows: lease taken ")
+        assert status.river_leader == GO_LEADER  # River's leadership is not the sweeper's
+    # Given up at stop (read by a client that never starts: the stopped one closed its database);
+    # a lease whose holder died lapses, and says so.
+    reader = _client(h, client_db_url, order, lock)
+    assert reader.workflows.sweeper().holder is None
+    _execute(client_db_url,
+             "INSERT INTO river_py_lease (name, holder, held_since, expires_at) VALUES "
+             "('workflow_sweeper', 'gone', now() - interval '1 minute', now() - interval '1 second')",
+             "INSERT INTO river_py_lease (name, holder, held_since, expires_at) VALUES ('workflow_sweeper', "
+             "'gone', datetime('now', 'subsec', '-60 seconds'), datetime('now', 'subsec', '-1 seconds'))")
+    status = reader.workflows.sweeper()
+    assert status.holder == "gone" and not status.held and status.sweeper is None
+    assert "the workflow sweeper lease of gone" in status.describe() and "lapsed" in status.describe()
