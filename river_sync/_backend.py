@@ -135,8 +135,9 @@ class Stop:
 class Mailbox(Generic[T]):
     """A bounded buffer one dispatcher thread drains, in order, into ``deliver``.
 
-    ``put`` never waits: it answers ``TAKEN``, or ``FULL`` (the item is dropped). Items put
-    before ``start`` wait for the dispatcher; ``start`` and ``stop`` clear the buffer."""
+    ``put`` never waits: it answers ``TAKEN``, or ``FULL`` (the item is dropped). ``start`` and
+    ``stop`` clear the buffer, so what was put while no dispatcher ran is never delivered (the
+    notifier puts only while its dispatcher runs)."""
 
     def __init__(self, size: int, deliver: Callable[[T], None]) -> None:
         self._size = size
