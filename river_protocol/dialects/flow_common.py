@@ -152,20 +152,19 @@ def update_limits_plan(
     prefix: str, ph: str, now_sql: str, intent: UpdateQueueLimits, table_exists: Plan[bool],
 ) -> Plan[None]:
     """The numbers of ``intent.queue``'s row, its partitions kept (both dialects: ``ph`` is the
-    placeholder, ``now_sql`` the database's clock)."""
+    placeholder, ``now_sql`` the database's clock). One upsert, so two changes racing on a queue
+    with no row yet both succeed (an update, then an insert, let the second insert collide)."""
     if not (yield from table_exists):
         raise missing_line(intent.queue)
     lim = intent.limits
     numbers = (lim.global_limit, lim.local_limit, lim.rate_allowed, lim.rate_period_ms)
-    rows = yield Statement(
-        f"UPDATE {prefix}river_py_queue_limit SET global_limit = {ph}, local_limit = {ph},"
-        f" rate_allowed = {ph}, rate_period_ms = {ph}, updated_at = {now_sql}"
-        f" WHERE queue = {ph} RETURNING queue", (*numbers, intent.queue))
-    if not rows:
-        yield Statement(
-            f"INSERT INTO {prefix}river_py_queue_limit ({LIMIT_COLUMNS}, queue)"
-            f" VALUES ({', '.join([ph] * 5)})",
-            (*numbers, intent.queue), fetch=False)
+    yield Statement(
+        f"INSERT INTO {prefix}river_py_queue_limit ({LIMIT_COLUMNS}, queue, updated_at)"
+        f" VALUES ({', '.join([ph] * 5)}, {now_sql})"
+        " ON CONFLICT (queue) DO UPDATE SET global_limit = excluded.global_limit,"
+        " local_limit = excluded.local_limit, rate_allowed = excluded.rate_allowed,"
+        " rate_period_ms = excluded.rate_period_ms, updated_at = excluded.updated_at",
+        (*numbers, intent.queue), fetch=False)
     return None
 
 

@@ -4,7 +4,8 @@ pure rule (``river_protocol.flow_control.choose_claims``) says, on both database
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from river_db.executor import Executor
 from river_db.migrator import Migrator
 from river_db.sqlite import connect_sqlite
+from river_protocol.dialects.base import drive
 from river_protocol.dialects.postgres import PostgresDialect
 from river_protocol.dialects.sqlite import SQLiteDialect
 from river_protocol.errors import MigrationError
@@ -33,6 +35,7 @@ from river_protocol.flow_intents import (
     ClaimLimitedJobs,
     ListQueueLimits,
     SetQueueLimits,
+    UpdateQueueLimits,
 )
 from river_protocol.intents import ClaimJobs, FullJobRow, InsertFullJobs
 from river_protocol.job import JobRow
@@ -44,8 +47,8 @@ CLIENT = "me"
 
 
 class DB:
-    def __init__(self, name: str, conn: Any, executor: Executor) -> None:
-        self.name, self.conn, self.ex = name, conn, executor
+    def __init__(self, name: str, conn: Any, executor: Executor, reopen: Callable[[], Any]) -> None:
+        self.name, self.conn, self.ex, self.reopen = name, conn, executor, reopen
 
     def run(self, intent: Any) -> Any:
         return self.ex.run(intent)
@@ -73,14 +76,17 @@ def db(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[DB]:
     if request.param == "postgres":
         import psycopg
 
-        conn: Any = psycopg.connect(request.getfixturevalue("flow_pg"), autocommit=True)
+        url = request.getfixturevalue("flow_pg")
+        conn: Any = psycopg.connect(url, autocommit=True)
         conn.execute("TRUNCATE river_job, river_py_queue_limit, river_py_job_start RESTART IDENTITY")
-        yield DB("postgres", conn, Executor(conn, PostgresDialect()))
+        yield DB("postgres", conn, Executor(conn, PostgresDialect()),
+                 lambda: psycopg.connect(url, autocommit=True))
     else:
-        conn = connect_sqlite(str(tmp_path / "river.sqlite3"))
+        path = str(tmp_path / "river.sqlite3")
+        conn = connect_sqlite(path)
         Migrator(conn).migrate_up()
         Migrator(conn, line="python").migrate_up()
-        yield DB("sqlite", conn, Executor(conn, SQLiteDialect()))
+        yield DB("sqlite", conn, Executor(conn, SQLiteDialect()), lambda: connect_sqlite(path))
     conn.close()
 
 
@@ -135,6 +141,83 @@ def test_limits_round_trip_and_replace(db: DB) -> None:
     assert rows[0].limits == QueueLimits(global_limit=3, rate_allowed=5, rate_period=timedelta(seconds=2))
     assert rows[0].concurrency_partition == BY_CUSTOMER and rows[0].rate_partition == PartitionConfig()
     assert rows[1].limits == QueueLimits(local_limit=2)
+
+
+def _after_first_write(ex: Executor, then: Callable[[], None]) -> Callable[[Any], Any]:
+    """``ex.execute`` that calls ``then`` once, right after the plan's first write statement:
+    the moment another writer can slip in between a plan's statements."""
+    done = False
+
+    def execute(step: Any) -> Any:
+        nonlocal done
+        rows = ex.execute(step)
+        if not done and step.sql.lstrip().upper().startswith(("UPDATE", "INSERT")):
+            done = True
+            then()
+        return rows
+
+    return execute
+
+
+def test_set_limits_on_a_new_queue_racing_another_both_succeed(db: DB) -> None:
+    """Each statement on its own (autocommit, as inside a caller's autocommit connection): the
+    second writer runs its whole change between the first one's statements; both succeed and
+    the last one's numbers stay, the partitions written before kept."""
+    db.run(SetQueueLimits("other", QueueLimits(global_limit=9), concurrency_partition=BY_CUSTOMER))
+    first, second = QueueLimits(global_limit=1), QueueLimits(local_limit=2)
+    conn = db.reopen()
+    try:
+        other = Executor(conn, db.ex.dialect, in_caller_tx=True)
+        mine = Executor(db.conn, db.ex.dialect, in_caller_tx=True)
+        drive(db.ex.dialect.plan(UpdateQueueLimits("q", first)),
+              _after_first_write(mine, lambda: other.run(UpdateQueueLimits("q", second))))
+    finally:
+        conn.close()
+    rows = {r.queue: r for r in db.run(ListQueueLimits())}
+    assert rows["q"].limits in (first, second) and rows["q"].concurrency_partition == PartitionConfig()
+    db.run(UpdateQueueLimits("other", first))
+    rows = {r.queue: r for r in db.run(ListQueueLimits())}
+    assert rows["other"].limits == first and rows["other"].concurrency_partition == BY_CUSTOMER
+
+
+@pytest.mark.postgres
+def test_set_limits_in_racing_transactions_on_a_new_queue_both_succeed(flow_pg: str) -> None:
+    """Two transactions on Postgres: the second one's change starts while the first one's row is
+    written but not committed, and goes on when that commits; neither fails."""
+    import psycopg
+
+    first, second = QueueLimits(global_limit=1), QueueLimits(local_limit=2)
+    with psycopg.connect(flow_pg, autocommit=True) as a, psycopg.connect(flow_pg, autocommit=True) as b:
+        a.execute("TRUNCATE river_py_queue_limit")
+        b_pid = b.info.backend_pid
+        errors: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                Executor(b, PostgresDialect()).run(UpdateQueueLimits("q", second))
+            except BaseException as exc:  # reported by the test thread
+                errors.append(exc)
+
+        def let_the_other_run() -> None:
+            thread = threading.Thread(target=other)
+            thread.start()
+            # Until it has finished, or waits for this transaction's row lock.
+            with psycopg.connect(flow_pg, autocommit=True) as watch:
+                while thread.is_alive() and not watch.execute(
+                        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)",
+                        (b_pid,)).fetchone()[0]:  # type: ignore[index]
+                    thread.join(0.01)
+            threads.append(thread)
+
+        threads: list[threading.Thread] = []
+        ex = Executor(a, PostgresDialect())
+        with ex.transaction():
+            drive(PostgresDialect().plan(UpdateQueueLimits("q", first)),
+                  _after_first_write(ex, let_the_other_run))
+        threads[0].join()
+        assert errors == []
+        (row,) = Executor(a, PostgresDialect()).run(ListQueueLimits())
+        assert row.limits in (first, second)
 
 
 def test_global_limit_per_partition_skips_full_partitions(db: DB) -> None:
