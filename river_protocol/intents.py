@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from river_protocol.errors import ValidationError
 from river_protocol.frozen import quick_init
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
@@ -633,6 +634,14 @@ class HoldLease(Intent):
     holder: str
     ttl: timedelta
 
+    def __post_init__(self) -> None:
+        _check_lease_text("name", self.name)
+        _check_lease_text("holder", self.holder)
+        if not isinstance(self.ttl, timedelta):
+            raise ValidationError(f"lease ttl must be a timedelta, got {type(self.ttl).__name__}")
+        if self.ttl <= timedelta(0):
+            raise ValidationError(f"lease ttl must be positive, got {self.ttl}")
+
 
 @dataclass(frozen=True, slots=True)
 class ReleaseLease(Intent):
@@ -641,6 +650,25 @@ class ReleaseLease(Intent):
 
     name: str
     holder: str
+
+    def __post_init__(self) -> None:
+        _check_lease_text("name", self.name)
+        _check_lease_text("holder", self.holder)
+
+
+# river_py_lease's CHECK constraints: a name and a holder of 1 to 127 characters.
+LEASE_TEXT_MAX_LEN = 127
+
+
+def _check_lease_text(what: str, value: object) -> None:
+    """A typed error here rather than a constraint violation from the database."""
+    if not isinstance(value, str):
+        raise ValidationError(f"lease {what} must be a string, got {type(value).__name__}")
+    if not value:
+        raise ValidationError(f"lease {what} cannot be empty")
+    if len(value) > LEASE_TEXT_MAX_LEN:
+        raise ValidationError(
+            f"lease {what} cannot be longer than {LEASE_TEXT_MAX_LEN} characters, got {len(value)}")
 
 
 @dataclass(frozen=True, slots=True)
