@@ -216,6 +216,33 @@ class _PsycopgPoolBackend:
 # ---------------------------------------------------------------- sqlite
 
 
+class _SingleWriter:
+    """SQLite's one writer, for a path's connection and for an engine's alike: a lock, and who
+    holds it, so that a second writer lease in the same task (or thread) is refused at once:
+    it would wait for itself, and a second connection would hit SQLITE_BUSY."""
+
+    def __init__(self) -> None:
+        self.lock = _backend.Lock()
+        self._owner: object | None = None
+
+    @asynccontextmanager
+    async def hold(self, timeout: float | None) -> AsyncIterator[None]:
+        me = _backend.current_owner()
+        if self._owner == me:
+            raise RiverError(
+                "this task (or thread) already holds the SQLite writer connection; nested writer executors "
+                "would deadlock (SQLite has a single writer): reuse the outer executor"
+            )
+        if not await _backend.acquire_lock(self.lock, timeout):
+            raise wait_timed_out(timeout, "the SQLite writer connection")
+        try:
+            self._owner = me
+            yield
+        finally:
+            self._owner = None
+            self.lock.release()
+
+
 class _SQLiteBackend:
     """One writer connection behind a lock, plus lazily opened read-only connections."""
 
@@ -231,8 +258,7 @@ class _SQLiteBackend:
         # burst of reads neither opens a reader too many nor keeps the writer waiting.
         self._reader_slots = _backend.Slots(max(1, self.max_readers))
         self._writer: Any | None = None
-        self._writer_lock = _backend.Lock()
-        self._writer_owner: object | None = None
+        self._single_writer = _SingleWriter()
         self._idle_readers: list[Any] = []
         self._all_readers: set[Any] = set()
         self._readers_lock = threading.Lock()  # river_sync's readers are threads; never contended on a loop
@@ -267,33 +293,19 @@ class _SQLiteBackend:
 
     @asynccontextmanager
     async def _writer_conn(self) -> AsyncIterator[Lease]:
-        me = _backend.current_owner()
-        if self._writer_owner == me:
-            # Waiting for ourselves would deadlock; a second connection would hit SQLITE_BUSY.
-            raise RiverError(
-                "this task (or thread) already holds the SQLite writer connection; nested writer executors "
-                "would deadlock (SQLite has a single writer): reuse the outer executor"
-            )
-        if not await _backend.acquire_lock(self._writer_lock, self.timeout):
-            raise wait_timed_out(self.timeout, "the SQLite writer connection")
-        try:
-            self._writer_owner = me
-            async with _backend.worker_slot(self.limiter):
-                if self._closed:
-                    raise RiverError("the database handle is closed")
-                if self._writer is None:
-                    await self.open()
-                conn = self._writer
-                lease = Lease(conn)
-                try:
-                    yield lease
-                finally:
-                    with _backend.shielded():
-                        if not await self._give_back(conn, lease):
-                            self._writer = None
-        finally:
-            self._writer_owner = None
-            self._writer_lock.release()
+        async with self._single_writer.hold(self.timeout), _backend.worker_slot(self.limiter):
+            if self._closed:
+                raise RiverError("the database handle is closed")
+            if self._writer is None:
+                await self.open()
+            conn = self._writer
+            lease = Lease(conn)
+            try:
+                yield lease
+            finally:
+                with _backend.shielded():
+                    if not await self._give_back(conn, lease):
+                        self._writer = None
 
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[Lease]:
@@ -330,7 +342,7 @@ class _SQLiteBackend:
             readers = list(self._all_readers)
             self._all_readers.clear()
             self._idle_readers.clear()
-        async with self._writer_lock:
+        async with self._single_writer.lock:
             writer, self._writer = self._writer, None
         await run_blocking(lambda: _close_all([c for c in [*readers, writer] if c is not None]))
 
@@ -351,8 +363,8 @@ class _SQLAlchemyBackend:
         self.kind = kind
         self.timeout = timeout
         self.limiter = _backend.Slots(engine_pool_size(engine))
-        # Same single-writer reasoning as for SQLite paths, across the engine's connections.
-        self._sqlite_writer = _backend.Lock() if kind == "sqlite" else None
+        # Same single writer as for SQLite paths, across the engine's connections.
+        self._sqlite_writer = _SingleWriter() if kind == "sqlite" else None
 
     @asynccontextmanager
     async def acquire(self, readonly: bool) -> AsyncIterator[Lease]:
@@ -361,13 +373,8 @@ class _SQLAlchemyBackend:
             async with self._borrow() as lease:
                 yield lease
             return
-        if not await _backend.acquire_lock(writer, self.timeout):
-            raise wait_timed_out(self.timeout, "the SQLite writer connection")
-        try:
-            async with self._borrow() as lease:
-                yield lease
-        finally:
-            writer.release()
+        async with writer.hold(self.timeout), self._borrow() as lease:
+            yield lease
 
     @asynccontextmanager
     async def _borrow(self) -> AsyncIterator[Lease]:

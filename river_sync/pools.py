@@ -218,6 +218,33 @@ class _PsycopgPoolBackend:
 # ---------------------------------------------------------------- sqlite
 
 
+class _SingleWriter:
+    """SQLite's one writer, for a path's connection and for an engine's alike: a lock, and who
+    holds it, so that a second writer lease in the same task (or thread) is refused at once:
+    it would wait for itself, and a second connection would hit SQLITE_BUSY."""
+
+    def __init__(self) -> None:
+        self.lock = _backend.Lock()
+        self._owner: object | None = None
+
+    @contextmanager
+    def hold(self, timeout: float | None) -> Iterator[None]:
+        me = _backend.current_owner()
+        if self._owner == me:
+            raise RiverError(
+                "this task (or thread) already holds the SQLite writer connection; nested writer executors "
+                "would deadlock (SQLite has a single writer): reuse the outer executor"
+            )
+        if not _backend.acquire_lock(self.lock, timeout):
+            raise wait_timed_out(timeout, "the SQLite writer connection")
+        try:
+            self._owner = me
+            yield
+        finally:
+            self._owner = None
+            self.lock.release()
+
+
 class _SQLiteBackend:
     """One writer connection behind a lock, plus lazily opened read-only connections."""
 
@@ -233,8 +260,7 @@ class _SQLiteBackend:
         # burst of reads neither opens a reader too many nor keeps the writer waiting.
         self._reader_slots = _backend.Slots(max(1, self.max_readers))
         self._writer: Any | None = None
-        self._writer_lock = _backend.Lock()
-        self._writer_owner: object | None = None
+        self._single_writer = _SingleWriter()
         self._idle_readers: list[Any] = []
         self._all_readers: set[Any] = set()
         self._readers_lock = threading.Lock()  # river_sync's readers are threads; never contended on a loop
@@ -269,33 +295,19 @@ class _SQLiteBackend:
 
     @contextmanager
     def _writer_conn(self) -> Iterator[Lease]:
-        me = _backend.current_owner()
-        if self._writer_owner == me:
-            # Waiting for ourselves would deadlock; a second connection would hit SQLITE_BUSY.
-            raise RiverError(
-                "this task (or thread) already holds the SQLite writer connection; nested writer executors "
-                "would deadlock (SQLite has a single writer): reuse the outer executor"
-            )
-        if not _backend.acquire_lock(self._writer_lock, self.timeout):
-            raise wait_timed_out(self.timeout, "the SQLite writer connection")
-        try:
-            self._writer_owner = me
-            with _backend.worker_slot(self.limiter):
-                if self._closed:
-                    raise RiverError("the database handle is closed")
-                if self._writer is None:
-                    self.open()
-                conn = self._writer
-                lease = Lease(conn)
-                try:
-                    yield lease
-                finally:
-                    with _backend.shielded():
-                        if not self._give_back(conn, lease):
-                            self._writer = None
-        finally:
-            self._writer_owner = None
-            self._writer_lock.release()
+        with self._single_writer.hold(self.timeout), _backend.worker_slot(self.limiter):
+            if self._closed:
+                raise RiverError("the database handle is closed")
+            if self._writer is None:
+                self.open()
+            conn = self._writer
+            lease = Lease(conn)
+            try:
+                yield lease
+            finally:
+                with _backend.shielded():
+                    if not self._give_back(conn, lease):
+                        self._writer = None
 
     @contextmanager
     def _reader(self) -> Iterator[Lease]:
@@ -332,7 +344,7 @@ class _SQLiteBackend:
             readers = list(self._all_readers)
             self._all_readers.clear()
             self._idle_readers.clear()
-        with self._writer_lock:
+        with self._single_writer.lock:
             writer, self._writer = self._writer, None
         run_blocking(lambda: _close_all([c for c in [*readers, writer] if c is not None]))
 
@@ -353,8 +365,8 @@ class _SQLAlchemyBackend:
         self.kind = kind
         self.timeout = timeout
         self.limiter = _backend.Slots(engine_pool_size(engine))
-        # Same single-writer reasoning as for SQLite paths, across the engine's connections.
-        self._sqlite_writer = _backend.Lock() if kind == "sqlite" else None
+        # Same single writer as for SQLite paths, across the engine's connections.
+        self._sqlite_writer = _SingleWriter() if kind == "sqlite" else None
 
     @contextmanager
     def acquire(self, readonly: bool) -> Iterator[Lease]:
@@ -363,13 +375,8 @@ class _SQLAlchemyBackend:
             with self._borrow() as lease:
                 yield lease
             return
-        if not _backend.acquire_lock(writer, self.timeout):
-            raise wait_timed_out(self.timeout, "the SQLite writer connection")
-        try:
-            with self._borrow() as lease:
-                yield lease
-        finally:
-            writer.release()
+        with writer.hold(self.timeout), self._borrow() as lease:
+            yield lease
 
     @contextmanager
     def _borrow(self) -> Iterator[Lease]:

@@ -514,6 +514,27 @@ def test_sqlite_nested_writer_refused_and_memory(run: Run, migrated_sqlite: str)
     run(main)
 
 
+def test_sqlalchemy_sqlite_nested_writer_in_one_task_is_refused(run: Run, migrated_sqlite: str) -> None:
+    # As from a path: refused at once, not waited for until the timeout (this task would wait for
+    # itself); the outer writer goes on, and writers work again once it is given back.
+    engine = sa.create_engine("sqlite:///" + migrated_sqlite, module=sqlean,
+                              connect_args={"check_same_thread": False})
+
+    async def main() -> None:
+        async with AsyncDatabase.from_sqlalchemy_engine(engine, timeout=30) as db:
+            async with db.executor() as outer:
+                with pytest.raises(RiverError, match="single writer"):
+                    async with db.executor():
+                        pass
+                await outer.execute(Statement("INSERT INTO trio_marks (v) VALUES ('n')", fetch=False))
+            assert await count_marks(db, "n") == 1
+
+    try:
+        run(main)
+    finally:
+        engine.dispose()
+
+
 # ---------------------------------------------------------------- other sources
 
 

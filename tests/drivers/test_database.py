@@ -326,6 +326,22 @@ def test_sqlite_nested_writer_in_one_thread_is_refused(sqlite_db: str) -> None:
         pass
 
 
+def test_sqlalchemy_sqlite_nested_writer_in_one_thread_is_refused(sqlite_db: str) -> None:
+    # As from a path: refused at once, not waited for until the timeout (this thread would wait
+    # for itself); the outer writer goes on, and writers work again once it is given back.
+    engine = sa.create_engine(f"sqlite:///{sqlite_db}", module=sqlean,
+                              connect_args={"check_same_thread": False})
+    try:
+        with Database.from_sqlalchemy_engine(engine, timeout=30) as db:
+            with db.executor() as outer:
+                with pytest.raises(RiverError, match="single writer"), db.executor():
+                    pass
+                assert outer.run(AddMark("n")) == 1
+            assert db.run(AddMark("n")) == 2
+    finally:
+        engine.dispose()
+
+
 def test_sqlite_writes_from_many_threads_are_serialized(sqlite_db: str) -> None:
     errors: list[BaseException] = []
 
