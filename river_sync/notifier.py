@@ -280,9 +280,10 @@ class _Hub:
 class Notifier(_Hub):
     """Postgres LISTEN on one dedicated autocommit connection.
 
-    ``connect`` is a connection URL or a function returning a new autocommit psycopg
-    connection (``Database.connect_dedicated``). Channels are ``<schema>.<topic>`` with
-    the configured schema or the connection's ``current_schema()``.
+    ``connect`` is a connection URL or a function, called with no arguments, that opens a new
+    autocommit psycopg connection, such as ``Database.connect_dedicated``: on a loop an async
+    function (its result is awaited), in river_sync a plain one. Channels are ``<schema>.<topic>``
+    with the configured schema or the connection's ``current_schema()``.
     """
 
     def __init__(
