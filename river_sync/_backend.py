@@ -31,6 +31,8 @@ from contextlib import nullcontext, suppress
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
+from river_protocol.errors import RiverError
+
 T = TypeVar("T")
 
 Event = threading.Event
@@ -103,10 +105,25 @@ def run_blocking(fn: Callable[[], T]) -> T:
     return fn()
 
 
-def join(thread: threading.Thread | None) -> None:
-    """Wait for ``thread`` unless it is this one (a stop() from its own callback returns at once)."""
-    if thread is not None and thread is not threading.current_thread():
-        thread.join()
+def join(thread: threading.Thread | None) -> threading.Thread | None:
+    """Wait for ``thread`` unless it is this one (a stop() from its own callback returns at once,
+    and the thread ends after that callback): the thread left running, for ``wait_ended``."""
+    if thread is None or thread is threading.current_thread():
+        return thread
+    thread.join()
+    return None
+
+
+def wait_ended(thread: threading.Thread | None, what: str) -> None:
+    """Before ``what`` starts again: wait for ``thread``, which a stop() from inside it left
+    running, so the old thread and its successor never run at once; refused from that very
+    thread, which would wait for itself."""
+    if thread is None:
+        return
+    if thread is threading.current_thread():
+        raise RiverError(f"{what} was stopped from its own thread and cannot start again from it"
+                         " (it would wait for itself to end): start it from another thread")
+    thread.join()
 
 
 class Stop:
@@ -146,6 +163,7 @@ class Mailbox(Generic[T]):
         self._cond = threading.Condition()
         self._running = False
         self._thread: threading.Thread | None = None
+        self._left: threading.Thread | None = None  # stopped from inside, maybe still running
 
     def put(self, item: T) -> str:
         with self._cond:
@@ -156,6 +174,7 @@ class Mailbox(Generic[T]):
         return TAKEN
 
     def start(self, name: str) -> None:
+        self.wait_stopped(name)
         with self._cond:
             self._running = True
             self._items.clear()
@@ -167,8 +186,14 @@ class Mailbox(Generic[T]):
             self._running = False
             self._items.clear()
             self._cond.notify_all()
-        join(self._thread)
+        self._left = join(self._thread)
         self._thread = None
+
+    def wait_stopped(self, what: str) -> None:
+        """Wait for a dispatcher a stop() from its own callback left running (``wait_ended``):
+        started again before it saw the stop, it would drain beside its successor."""
+        wait_ended(self._left, what)
+        self._left = None
 
     def _drain(self) -> None:
         while True:

@@ -150,6 +150,7 @@ class _Hub:
         self.dropped = 0
         self._lifecycle_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._left: threading.Thread | None = None  # stopped from inside, maybe still running
 
     # --- subscriptions
 
@@ -237,6 +238,11 @@ class _Hub:
         with self._lifecycle_lock:
             if self._thread is not None:
                 return
+            # Threads a stop() from their own callback left running end first (their loops
+            # see the stop flag, which this start clears): two would listen, or dispatch.
+            _backend.wait_ended(self._left, self._name)
+            self._left = None
+            self._mailbox.wait_stopped(self._name)
             first = self._begin()
             self._stop.clear()
             self._mailbox.start(f"{self._name}-dispatch")
@@ -252,14 +258,16 @@ class _Hub:
         return None
 
     def stop(self) -> None:
-        """Stop, and join the background and dispatcher threads (not from one of them)."""
+        """Stop, and join the background and dispatcher threads; from a callback in one of
+        them, that thread ends once the callback returns, and ``start()`` waits for it (and
+        is refused from it)."""
         with self._lifecycle_lock:
             thread, self._thread = self._thread, None
             if thread is None:
                 return
             self._stop.set()
             self._wake()
-            _backend.join(thread)
+            self._left = _backend.join(thread)
             self._mailbox.stop()
             self._stopped()
 

@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from river_anyio import _backend as async_backend
+from river_protocol.errors import RiverError
 from river_sync import _backend as sync_backend
 
 Run = Callable[[Callable[[], Awaitable[Any]]], Any]  # the run fixture (tests/drivers/conftest.py)
@@ -36,6 +37,34 @@ def test_sync_wait_either_returns_once_either_is_set() -> None:
     setter.start()
     sync_backend.wait_either(late, sync_backend.Event())  # set from another thread meanwhile
     setter.join()
+
+
+def test_sync_join_leaves_its_own_thread_to_wait_ended() -> None:
+    # A stop() from inside a thread cannot join it: join hands the thread back, and wait_ended
+    # (before a restart) waits for it from another thread and refuses in it.
+    ready, go = threading.Event(), threading.Event()
+    seen: list[Any] = []
+
+    def inside() -> None:
+        me = threading.current_thread()
+        seen.append(sync_backend.join(me) is me)
+        try:
+            sync_backend.wait_ended(me, "the thing")
+        except RiverError as exc:
+            seen.append(str(exc))
+        ready.set()
+        go.wait()
+
+    thread = threading.Thread(target=inside)
+    thread.start()
+    assert ready.wait(10)
+    assert seen == [True, "the thing was stopped from its own thread and cannot start again from it"
+                    " (it would wait for itself to end): start it from another thread"]
+    go.set()
+    sync_backend.wait_ended(thread, "the thing")
+    assert not thread.is_alive()
+    assert sync_backend.join(thread) is None and sync_backend.join(None) is None
+    sync_backend.wait_ended(None, "the thing")
 
 
 def test_sync_clocks_and_backend_object() -> None:

@@ -7,6 +7,7 @@ arrive later, never with a sleep.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import uuid
@@ -20,7 +21,7 @@ from river_db.listen_plan import ListenStep, ping_sql, reconcile_steps
 from river_db.sqlite import connect_sqlite
 from river_protocol.dialects.base import Plan
 from river_protocol.dialects.sqlite import SQLiteDialect
-from river_protocol.errors import ValidationError
+from river_protocol.errors import RiverError, ValidationError
 from river_protocol.intents import (
     FetchNotifications,
     MaxNotificationId,
@@ -454,6 +455,137 @@ def test_sqlite_start_fails_without_outbox(sqlite_path: str) -> None:
         with pytest.raises(Exception, match="river_notification"):
             n.start()
         assert _notifier_threads() == []
+
+
+# ---------------------------------------------------------------- stop() from the notifier's own threads
+
+
+def _role_threads(role: str) -> list[threading.Thread]:
+    return [t for t in _notifier_threads() if t.name.endswith(f"-{role}")]
+
+
+def _blocked_joining(thread: threading.Thread) -> bool:
+    """Whether ``thread`` is waiting in a ``Thread.join`` (read from its stack, not timed)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_filename == threading.__file__ and frame.f_code.co_name == "join":
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _start_from_another_thread(n: Any) -> threading.Thread:
+    """``n.start()`` in a thread, returned once that start() returned or waits for a thread to end."""
+    starter = threading.Thread(target=n.start)
+    starter.start()
+    while starter.is_alive() and not _blocked_joining(starter):
+        starter.join(0.001)
+    return starter
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_restart_from_the_notifiers_own_hook_is_refused(
+    kind: str, outbox_db: str, request: pytest.FixtureRequest
+) -> None:
+    """stop() from the on_listening hook cannot wait for the listener it runs in; a start() there
+    too would run a second listener beside it, so it is refused, and a start() from another
+    thread afterwards runs one listener."""
+    refused: list[BaseException] = []
+    hooked = threading.Event()
+    calls = 0
+
+    def hook() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            n.stop()
+            try:
+                n.start()
+            except RiverError as exc:
+                refused.append(exc)
+            hooked.set()
+
+    with Database.from_sqlite_path(outbox_db) as db:
+        n: Any = (SQLiteNotifier(db, on_listening=hook, poll_interval=0.01) if kind == "sqlite"
+                  else Notifier(request.getfixturevalue("module_pg_url"), on_listening=hook))
+        role = "poll" if kind == "sqlite" else "listen"
+        n.start()
+        assert hooked.wait(WAIT)
+        assert [str(e) for e in refused] == [
+            f"{n._name} was stopped from its own thread and cannot start again from it (it would"
+            " wait for itself to end): start it from another thread"]
+        n.start()
+        try:
+            assert len(_role_threads(role)) == 1
+        finally:
+            n.stop()
+    assert _notifier_threads() == []
+
+
+def test_a_start_after_a_stop_from_the_hook_waits_for_the_old_listener(outbox_db: str) -> None:
+    """The old listener ends once the hook that stopped it returns; a start() meanwhile waits for
+    that, so the two never poll at once."""
+    stopped, release = threading.Event(), threading.Event()
+    old: list[threading.Thread] = []
+    inbox = Inbox()
+
+    def hook() -> None:
+        if not old:
+            old.append(threading.current_thread())
+            n.stop()
+            stopped.set()
+            release.wait(WAIT)
+
+    with Database.from_sqlite_path(outbox_db) as db:
+        n = SQLiteNotifier(db, on_listening=hook, poll_interval=0.01)
+        n.subscribe("river_insert", inbox)
+        n.start()
+        assert stopped.wait(WAIT)
+        starter = _start_from_another_thread(n)
+        release.set()
+        starter.join(WAIT)
+        try:
+            assert not old[0].is_alive() and len(_role_threads("poll")) == 1
+            _outbox_send(outbox_db, ("river_insert", "after-restart"))
+            inbox.wait_for("after-restart")
+        finally:
+            n.stop()
+    assert _notifier_threads() == []
+
+
+def test_a_start_after_a_stop_from_a_subscriber_waits_for_the_old_dispatcher(outbox_db: str) -> None:
+    """Likewise for the dispatcher a subscriber's callback stopped: a restart from that callback is
+    refused, and one from another thread waits until the callback returned."""
+    stopped, release = threading.Event(), threading.Event()
+    refused: list[BaseException] = []
+    inbox = Inbox()
+
+    def first(topic: str, payload: str) -> None:
+        if payload == "stop":
+            n.stop()
+            with pytest.raises(RiverError, match="stopped from its own thread") as caught:
+                n.start()
+            refused.append(caught.value)
+            stopped.set()
+            release.wait(WAIT)
+
+    with Database.from_sqlite_path(outbox_db) as db:
+        n = SQLiteNotifier(db, poll_interval=0.01)
+        n.subscribe("river_control", first)
+        n.subscribe("river_insert", inbox)
+        n.start()
+        _outbox_send(outbox_db, ("river_control", "stop"))
+        assert stopped.wait(WAIT) and len(refused) == 1
+        starter = _start_from_another_thread(n)
+        release.set()
+        starter.join(WAIT)
+        try:
+            assert len(_role_threads("dispatch")) == 1
+            _outbox_send(outbox_db, ("river_insert", "after-restart"))
+            inbox.wait_for("after-restart")
+        finally:
+            n.stop()
+    assert _notifier_threads() == []
 
 
 # ---------------------------------------------------------------- choice and null
