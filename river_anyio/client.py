@@ -38,7 +38,6 @@ insert, with ``await call_next(params)`` (see ``river_protocol.middleware``).
 from __future__ import annotations
 
 import inspect
-import logging
 import math
 import traceback
 from collections import deque
@@ -51,6 +50,9 @@ import anyio.to_thread
 
 from river_anyio import _backend
 from river_anyio.client_api import ClientAPI
+from river_anyio.client_api import ErrorHandler as ErrorHandler
+from river_anyio.client_api import job_log as job_log
+from river_anyio.client_api import log as log
 from river_anyio.context import CancellationToken, WorkContext
 from river_anyio.resumable import resumable_middleware
 from river_anyio.runner import MachineRunner
@@ -81,11 +83,7 @@ from river_protocol.work import (
 )
 from river_protocol.workers import WorkerEntry
 
-log = logging.getLogger(__name__)
-# One line per run that does not complete (river_protocol.run_log); docs/guides/client.md, Logging.
-job_log = logging.getLogger("river_anyio.jobs")
-
-ErrorHandler = Callable[[Any, BaseException], Any]
+# The middleware shapes, awaitable here and plain in river_sync.client (the rest is client_api's).
 CallNext = Callable[[WorkContext, Any], Awaitable[Any]]
 Middleware = Callable[[WorkContext, Any, CallNext], Awaitable[Any]]
 InsertNext = Callable[[Sequence[InsertParams]], Awaitable[list[InsertResult]]]

@@ -13,6 +13,7 @@ only runs I/O. Nothing here is on the claim-run-complete path.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -68,6 +69,20 @@ if TYPE_CHECKING:
 
 # A wait's read of the database, which gives (the last row or None, the outcome or None to wait on).
 Read = Callable[[AsyncDatabase], Any]
+
+# The client's loggers, which ``client`` uses and re-exports. Named outright, not from
+# ``__name__`` (this module's is ``client_api``), since docs/guides/client.md (Logging) documents
+# these names. ``job_log`` gets one line per run that does not complete (river_protocol.run_log).
+if True:  # ASYNC
+    log = logging.getLogger("river_anyio.client")
+    job_log = logging.getLogger("river_anyio.jobs")
+else:
+    log = logging.getLogger("river_sync.client")
+    job_log = logging.getLogger("river_sync.jobs")
+
+# The shape of the client's ``error_handler`` (re-exported by ``client``; on the async clients it
+# may return an awaitable). Its middleware shapes differ by that awaitable, so each client.py has them.
+ErrorHandler = Callable[[Any, BaseException], Any]
 
 
 # ---------------------------------------------------------------- database argument

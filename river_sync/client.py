@@ -24,7 +24,6 @@ client logs a warning at the timeout and again once it is stuck (timeout +
 from __future__ import annotations
 
 import itertools
-import logging
 import math
 import queue as stdqueue
 import threading
@@ -54,14 +53,13 @@ from river_protocol.machines.base import Stop
 from river_protocol.machines.producer import JobFinished
 from river_protocol.work import CancelCause, not_run_error, outcome_from_result, wants_error_handler
 from river_sync.client_api import ClientAPI
+from river_sync.client_api import ErrorHandler as ErrorHandler
+from river_sync.client_api import job_log as job_log
+from river_sync.client_api import log as log
 from river_sync.context import CancellationToken, WorkContext
 from river_sync.runner import utcnow
 
-log = logging.getLogger(__name__)
-# One line per run that does not complete (river_protocol.run_log); docs/guides/client.md, Logging.
-job_log = logging.getLogger("river_sync.jobs")
-
-ErrorHandler = Callable[[Any, BaseException], Any]
+# The middleware shapes, plain here and awaitable in river_anyio.client (the rest is client_api's).
 Middleware = Callable[[WorkContext, Any, Callable[[WorkContext, Any], Any]], Any]
 InsertNext = Callable[[Sequence[InsertParams]], list[InsertResult]]
 InsertMiddleware = Callable[[Sequence[InsertParams], InsertNext], list[InsertResult]]
