@@ -62,7 +62,7 @@ from river_db.client_support import (
 )
 from river_db.deadline_buckets import DEADLINE_GRAIN as DEADLINE_GRAIN  # river_trio.client's, the tests'
 from river_db.deadline_buckets import EMPTIED as _EMPTIED
-from river_db.deadline_buckets import DeadlineBuckets
+from river_db.deadline_buckets import DeadlineBuckets, fire
 from river_db.job_runs import JobRun
 from river_db.resumable import ResumableAttempt, raised, returned
 from river_protocol.client_core import (
@@ -124,11 +124,7 @@ class _Deadlines(DeadlineBuckets):
             self._scope = None
             now = backend.current_time()
             while (due := self.pop_due(now)) is not None:  # emptied buckets are skipped
-                for run, action in due.items():
-                    try:
-                        action(run)
-                    except Exception:
-                        log.exception("river: a deadline action failed")
+                fire(due, log)
 
 
 # ---------------------------------------------------------------- job tasks

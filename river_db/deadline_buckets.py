@@ -17,6 +17,7 @@ the loop's time).
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -94,3 +95,13 @@ class DeadlineBuckets:
             if bucket:
                 return bucket
         return None
+
+
+def fire(due: Bucket, log: logging.Logger) -> None:
+    """Call each run's action in ``due`` with its run. An action that raises (a bug) is logged on
+    the client's ``log`` and the others still fire: one failing action must not end the timer."""
+    for run, action in due.items():
+        try:
+            action(run)
+        except Exception:
+            log.exception("river: a deadline action failed")

@@ -39,7 +39,7 @@ from river_db.client_support import (
 )
 from river_db.deadline_buckets import DEADLINE_GRAIN as DEADLINE_GRAIN  # the tests' name for it
 from river_db.deadline_buckets import EMPTIED as _EMPTIED
-from river_db.deadline_buckets import Bucket, DeadlineBuckets
+from river_db.deadline_buckets import Bucket, DeadlineBuckets, fire
 from river_db.job_runs import JobRun
 from river_protocol.client_core import (
     InsertManyParams,
@@ -111,11 +111,7 @@ class _Watchdog(DeadlineBuckets):
 
     def _run(self) -> None:
         while (due := self._due()) is not None:
-            for run, action in due.items():
-                try:
-                    action(run)
-                except Exception:
-                    log.exception("river-watchdog: a deadline action failed")
+            fire(due, log)
 
 
 # ---------------------------------------------------------------- job threads

@@ -6,12 +6,14 @@ Condition) and tests/drivers/test_trio_deadlines.py (a task in a cancel scope, o
 
 from __future__ import annotations
 
+import logging
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from river_db.deadline_buckets import DEADLINE_GRAIN, EMPTIED, DeadlineBuckets
+from river_db.deadline_buckets import DEADLINE_GRAIN, EMPTIED, DeadlineBuckets, fire
 
 
 class Recording(DeadlineBuckets):
@@ -87,3 +89,21 @@ def test_pop_due_takes_buckets_in_order_and_skips_emptied_ones() -> None:
     assert d.pop_due(3.0) is None
     assert sorted(d._buckets) == d._slots and len(d._slots) == 1  # only 9.0 is left
     assert gone not in d._buckets
+
+
+def test_fire_calls_every_action_with_its_run_and_logs_one_that_raises(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    called: list[object] = []
+
+    def broken(run: object) -> None:
+        called.append(run)
+        raise RuntimeError("bug in an action")
+
+    log = logging.getLogger("river_sync.client")
+    with caplog.at_level(logging.ERROR, logger="river_sync.client"):
+        fire({"a": called.append, "b": broken, "c": called.append}, log)
+    assert called == ["a", "b", "c"]  # the failing action did not stop the ones after it
+    [record] = caplog.records
+    assert record.name == "river_sync.client" and record.getMessage() == "river: a deadline action failed"
+    assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
