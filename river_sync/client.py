@@ -11,7 +11,8 @@ Configuration, insert planning, notification routing and every outcome rule come
 completer) run on ``MachineRunner`` threads. ``river_anyio`` mirrors these names.
 
 Threads: one runner per queue producer, one for the completer, the notifier's
-own threads, one watchdog for job timeouts, and one thread per running job;
+own threads, one watchdog for job timeouts, one thread per running job and one
+starting job threads;
 with queues and leader election, one for the elector and, while leading, one
 per maintenance service and the periodic enqueuer (``river_sync.leadership``).
 ``stop()`` joins all of them except job threads whose worker ignores its
@@ -121,14 +122,18 @@ class _JobThreads:
     """Long-lived job threads: a run goes to an idle thread; a new one starts only when none is idle.
 
     Starting a thread costs the caller a wait until the new thread runs (``Thread.start``
-    blocks on it), which under load is most of the producer's time; reusing threads
-    takes that off the claim path. Threads stay until ``stop()``.
+    blocks on it, about 2 ms each on a busy machine, where the new thread queues for the GIL
+    behind the running jobs): on the producer, a claim's new threads kept it from its next
+    claim for most of a burn-down. So the producer never starts one: it queues the run and,
+    when no thread is idle, asks the spawner thread for one.
 
-    An idle thread leaves a token in ``_idle`` before it waits for a run, and ``submit``
-    takes one for each run it queues, or starts a thread when there is none. Deque
-    appends and pops are atomic, so neither side takes a lock: every queued run is
-    matched by a token or a new thread, so some thread will take it. (A counter under
-    a lock cost the producer and every job thread a contended lock per job.)
+    An idle thread leaves a token in ``_idle`` before it waits for a run, and every queued
+    run takes one token or one spawn request. The spawner answers each request with a token
+    left meanwhile (a thread that came free takes the run) or else a new thread, so every
+    queued run is matched by a token or a new thread and some thread will take it, and
+    threads are started at the pace they were when the producer started them. Deque appends
+    and pops are atomic, so the submitter takes no lock. (A counter under a lock cost the
+    producer and every job thread a contended lock per job.)
     """
 
     def __init__(self, work: Callable[[Any], None]) -> None:
@@ -137,18 +142,36 @@ class _JobThreads:
         self._idle: deque[None] = deque()
         self._numbers = itertools.count(1)
         self._threads: list[threading.Thread] = []
+        self._spawns: stdqueue.SimpleQueue[bool] = stdqueue.SimpleQueue()  # True: a thread wanted
+        self._spawner: threading.Thread | None = None
+        self._spawner_lock = threading.Lock()  # several producers may miss at once
 
     def submit(self, run: Any) -> None:
+        self._jobs.put(run)
         try:
             self._idle.pop()
         except IndexError:
-            thread = threading.Thread(target=self._loop, name=f"river-job-thread-{next(self._numbers)}",
-                                      daemon=True)
-            self._threads.append(thread)
-            self._jobs.put(run)
-            thread.start()
-        else:
-            self._jobs.put(run)
+            self._spawns.put(True)
+            if self._spawner is None:
+                self._start_spawner()
+
+    def _start_spawner(self) -> None:
+        with self._spawner_lock:
+            if self._spawner is None:
+                spawner = threading.Thread(target=self._spawn_loop, name="river-job-thread-spawner",
+                                           daemon=True)
+                spawner.start()
+                self._spawner = spawner
+
+    def _spawn_loop(self) -> None:
+        while self._spawns.get():
+            try:
+                self._idle.pop()  # a thread came free since the request: it takes the run
+            except IndexError:
+                thread = threading.Thread(target=self._loop, name=f"river-job-thread-{next(self._numbers)}",
+                                          daemon=True)
+                self._threads.append(thread)
+                thread.start()
 
     def _loop(self) -> None:
         me = threading.current_thread()
@@ -164,7 +187,13 @@ class _JobThreads:
                 self._idle.append(None)
 
     def stop(self) -> None:
-        """One sentinel per thread: idle threads exit now, a still-busy one when it returns."""
+        """One sentinel per thread, once the spawner has started every thread asked for: idle
+        threads exit now, a still-busy one when it returns."""
+        self._spawns.put(False)
+        with self._spawner_lock:
+            spawner = self._spawner
+        if spawner is not None:
+            spawner.join()
         for _ in range(len(self._threads)):
             self._jobs.put(None)
 

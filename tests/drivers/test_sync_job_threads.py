@@ -1,6 +1,7 @@
 """``river_sync.client._JobThreads``: every queued run gets a thread, idle threads are reused, and
-``stop`` ends them; submitting takes no lock (idle threads leave tokens), so these tests check that
-no run is ever left waiting, from one submitter or several."""
+``stop`` ends them; submitting takes no lock and starts no thread (idle threads leave tokens, a
+spawner starts the rest), so these tests check that no run is ever left waiting, from one
+submitter or several."""
 
 from __future__ import annotations
 
@@ -89,3 +90,27 @@ def test_many_submitters_lose_no_run_and_run_none_twice() -> None:
     for thread in pool._threads:
         thread.join(WAIT)
     assert not any(thread.is_alive() for thread in pool._threads)
+
+
+def test_stop_right_after_submitting_ends_every_thread_once_its_run_is_done() -> None:
+    # Threads are started by the spawner, perhaps after stop() is called: stop waits for the
+    # spawner to start every thread asked for, so each gets its sentinel behind the runs.
+    release = threading.Event()
+    lock = threading.Lock()
+    done: list[int] = []
+
+    def work(run: Any) -> None:
+        assert release.wait(WAIT)
+        with lock:
+            done.append(run.n)
+
+    pool = _JobThreads(work)
+    for n in range(10):
+        pool.submit(_run(n))
+    pool.stop()
+    release.set()
+    for thread in pool._threads:
+        thread.join(WAIT)
+    assert sorted(done) == list(range(10))
+    assert not any(thread.is_alive() for thread in pool._threads)
+    assert pool._spawner is not None and not pool._spawner.is_alive()
