@@ -206,7 +206,7 @@ class Mailbox(Generic[T]):
             self._deliver(item)
 
 
-TAKEN, FULL, CLOSED = "taken", "full", "closed"  # what Mailbox.put answers (CLOSED: river_anyio's only)
+TAKEN, FULL = "taken", "full"  # what Mailbox.put answers (river_anyio's may also answer CLOSED)
 
 
 class SocketWait:
