@@ -269,9 +269,6 @@ class _AsyncioParkingLot:
     def __bool__(self) -> bool:
         return bool(self._waiters)
 
-    def __len__(self) -> int:
-        return len(self._waiters)
-
     def unpark(self) -> None:
         while self._waiters:
             waiter = self._waiters.popleft()
