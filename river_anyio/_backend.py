@@ -42,6 +42,8 @@ import sniffio
 from sniffio import current_async_library_cvar as _sniffio_cvar
 from sniffio import thread_local as _sniffio_thread
 
+from river_db.connect import wait_timed_out
+
 T = TypeVar("T")
 
 log = logging.getLogger(__name__)
@@ -536,7 +538,7 @@ async def slot(slots: anyio.CapacityLimiter, timeout: float | None, what: str) -
     with anyio.move_on_after(timeout) as scope:
         await slots.acquire_on_behalf_of(borrower)
     if scope.cancelled_caught:
-        raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        raise wait_timed_out(timeout, what)
     try:
         yield
     finally:

@@ -31,6 +31,7 @@ from contextlib import nullcontext, suppress
 from datetime import UTC, datetime
 from typing import Generic, TypeVar
 
+from river_db.connect import wait_timed_out
 from river_protocol.errors import RiverError
 
 T = TypeVar("T")
@@ -268,7 +269,7 @@ class slot:  # a function in river_anyio; a class here: the cheaper context mana
 
     def __enter__(self) -> None:
         if not self._slots.acquire(timeout=self._timeout):
-            raise TimeoutError(f"timed out after {self._timeout}s waiting for {self._what}")
+            raise wait_timed_out(self._timeout, self._what)
 
     def __exit__(self, *exc: object) -> None:
         self._slots.release()
