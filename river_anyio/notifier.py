@@ -664,14 +664,11 @@ class SQLiteNotifier(_Hub):
     async def _begin(self) -> int:
         return await self._max_id()
 
-    async def _forever(self, first: Any) -> None:
-        await self._poll_forever(first)
-
     async def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         await _backend.checkpoint()
         return True  # the outbox is a table: it has no connection to lose notifications on
 
-    async def _poll_forever(self, cursor: int | None) -> None:
+    async def _forever(self, cursor: int | None) -> None:
         attempt = 0
         announced = False
         while not self._stop.is_set():

@@ -567,14 +567,11 @@ class SQLiteNotifier(_Hub):
     def _begin(self) -> int:
         return self._max_id()
 
-    def _forever(self, first: Any) -> None:
-        self._poll_forever(first)
-
     def probe(self, timeout: float = PROBE_TIMEOUT) -> bool:
         _backend.checkpoint()
         return True  # the outbox is a table: it has no connection to lose notifications on
 
-    def _poll_forever(self, cursor: int | None) -> None:
+    def _forever(self, cursor: int | None) -> None:
         attempt = 0
         announced = False
         while not self._stop.is_set():
