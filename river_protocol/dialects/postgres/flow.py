@@ -29,7 +29,7 @@ from river_protocol.dialects.flow_common import (
     ranked_sql,
     update_limits_plan,
 )
-from river_protocol.dialects.postgres.fragments import binder, job_rows, now_sql
+from river_protocol.dialects.postgres.fragments import binder, job_rows, now_sql, table_exists
 from river_protocol.dialects.postgres.jobs import _claim_filters, claim_set_sql
 from river_protocol.dialects.rows import Binder, pg_job_columns
 from river_protocol.errors import ValidationError
@@ -253,8 +253,7 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
 
 
 def _table_exists(d: Any) -> Plan[bool]:
-    rows = yield Statement("SELECT to_regclass(%s) IS NOT NULL", (f"{d.prefix}river_py_queue_limit",))
-    return bool(rows[0][0])
+    return table_exists(d, "river_py_queue_limit")
 
 
 def _set_queue_limits(d: Any, intent: SetQueueLimits) -> Plan[None]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from river_protocol.dialects.base import Plan
 from river_protocol.dialects.rows import Binder, job_row_from_pg, pg_job_columns
+from river_protocol.intents import Statement
 from river_protocol.job import JobRow
 
 JOB_COLUMNS = pg_job_columns()
@@ -30,3 +32,9 @@ def channel_sql(d: Any, b: Binder, topic: str) -> str:
 
 def job_rows(rows: list[tuple[Any, ...]]) -> list[JobRow]:
     return [job_row_from_pg(r) for r in rows]
+
+
+def table_exists(d: Any, name: str) -> Plan[bool]:
+    """Whether the table ``name`` exists in the dialect's schema (a python-line table may not)."""
+    rows = yield Statement("SELECT to_regclass(%s) IS NOT NULL", (f"{d.prefix}{name}",))
+    return bool(rows[0][0])

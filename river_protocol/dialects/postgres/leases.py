@@ -8,14 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
-from river_protocol.dialects.postgres.fragments import binder
+from river_protocol.dialects.postgres.fragments import binder, table_exists
 from river_protocol.dialects.rows import lease_read
 from river_protocol.intents import GetLease, HoldLease, Intent, LeaseRead, ReleaseLease, Statement
 
 
 def _table_exists(d: Any) -> Plan[bool]:
-    rows = yield Statement("SELECT to_regclass(%s) IS NOT NULL", (f"{d.prefix}river_py_lease",))
-    return bool(rows[0][0])
+    return table_exists(d, "river_py_lease")
 
 
 def _hold_lease(d: Any, intent: HoldLease) -> Plan[bool | None]:

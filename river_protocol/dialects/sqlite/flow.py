@@ -27,7 +27,14 @@ from river_protocol.dialects.flow_common import (
     update_limits_plan,
 )
 from river_protocol.dialects.rows import SQLITE_DB_NOW, Binder
-from river_protocol.dialects.sqlite.fragments import JOB_COLUMNS, binder, job_rows, json_list, sqlite_time
+from river_protocol.dialects.sqlite.fragments import (
+    JOB_COLUMNS,
+    binder,
+    job_rows,
+    json_list,
+    sqlite_time,
+    table_exists,
+)
 from river_protocol.dialects.sqlite.jobs import _claim_filters, claim_set_sql
 from river_protocol.errors import ValidationError
 from river_protocol.flow_control import (
@@ -210,10 +217,7 @@ def _claim_limited(d: Any, intent: ClaimLimitedJobs) -> Plan[list[JobRow]]:
 
 
 def _table_exists(d: Any) -> Plan[bool]:
-    rows = yield Statement(
-        f"SELECT EXISTS (SELECT 1 FROM {d.prefix}sqlite_master"
-        " WHERE type = 'table' AND name = 'river_py_queue_limit')")
-    return bool(rows[0][0])
+    return table_exists(d, "river_py_queue_limit")
 
 
 def _set_queue_limits(d: Any, intent: SetQueueLimits) -> Plan[None]:

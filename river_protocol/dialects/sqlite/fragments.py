@@ -9,8 +9,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from river_protocol.dialects.base import Plan
 from river_protocol.dialects.rows import Binder, job_row_from_sqlite, sqlite_job_columns
 from river_protocol.golang.gotime import format_sqlite_time
+from river_protocol.intents import Statement
 from river_protocol.job import JobRow
 from river_protocol.states import JobState
 
@@ -71,3 +73,10 @@ def in_bitmask(alias: str = "") -> str:
         for bit, state in enumerate(JobState)
     )
     return f"CASE {q}state {cases} ELSE 0 END >= 1"
+
+
+def table_exists(d: Any, name: str) -> Plan[bool]:
+    """Whether the table ``name`` exists in the dialect's schema (a python-line table may not)."""
+    rows = yield Statement(
+        f"SELECT EXISTS (SELECT 1 FROM {d.prefix}sqlite_master WHERE type = 'table' AND name = ?)", (name,))
+    return bool(rows[0][0])

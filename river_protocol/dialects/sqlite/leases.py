@@ -9,14 +9,12 @@ from typing import Any
 
 from river_protocol.dialects.base import Plan, Planner
 from river_protocol.dialects.rows import SQLITE_DB_NOW, lease_read
+from river_protocol.dialects.sqlite.fragments import table_exists
 from river_protocol.intents import GetLease, HoldLease, Intent, LeaseRead, ReleaseLease, Statement
 
 
 def _table_exists(d: Any) -> Plan[bool]:
-    rows = yield Statement(
-        f"SELECT EXISTS (SELECT 1 FROM {d.prefix}sqlite_master"
-        " WHERE type = 'table' AND name = 'river_py_lease')")
-    return bool(rows[0][0])
+    return table_exists(d, "river_py_lease")
 
 
 def _hold_lease(d: Any, intent: HoldLease) -> Plan[bool | None]:
