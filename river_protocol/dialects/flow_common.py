@@ -194,14 +194,14 @@ def busiest_plan(prefix: str, ph: str, key_sql: str, intent: BusiestPartitions) 
 
 
 def flow_status_plan(
-    d: Any, intent: GetFlowStatus,
-    list_limits: Any, busiest: Any, running_sql: str, ph: str,
+    d: Any, intent: GetFlowStatus, list_limits: Any, busiest: Any, ph: str,
 ) -> Plan[list[QueueFlowStatus]]:
     """``GetFlowStatus`` from the dialect's own ``ListQueueLimits`` and ``BusiestPartitions`` plans."""
     rows: list[QueueLimitRow] = yield from list_limits(d, ListQueueLimits())
+    running = f"SELECT count(*) FROM {d.prefix}river_job WHERE state = 'running' AND queue = {ph}"
     out = []
     for row in rows:
-        count = yield Statement(running_sql.format(ph=ph), (row.queue,))
+        count = yield Statement(running, (row.queue,))
         top: list[PartitionUsage] = yield from busiest(
             d, BusiestPartitions(row.queue, row.concurrency_partition, intent.top))
         out.append(QueueFlowStatus(row.queue, row.limits, row.concurrency_partition, row.rate_partition,

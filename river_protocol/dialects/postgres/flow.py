@@ -287,8 +287,7 @@ def _update_queue_limits(d: Any, intent: UpdateQueueLimits) -> Plan[None]:
 
 
 def _flow_status(d: Any, intent: GetFlowStatus) -> Plan[list[QueueFlowStatus]]:
-    running = f"SELECT count(*) FROM {d.prefix}river_job WHERE state = 'running' AND queue = {{ph}}"
-    return flow_status_plan(d, intent, _list_queue_limits, _busiest, running, "%s")
+    return flow_status_plan(d, intent, _list_queue_limits, _busiest, "%s")
 
 
 PLANNERS: dict[type, Planner] = {
