@@ -373,10 +373,10 @@ class Client(ClientAPI):
             self._finished.set()
             self._stopped.set()
             return
-        if hard:
-            self._cancel_for_stop()
-        if not self._stop_begun:
+        if not self._stop_begun:  # the sequence makes a hard stop's cancel itself
             await self._stop_sequence(hard=hard, escalate_after=escalate_after)
+        elif hard:  # a hard stop during a soft one
+            self._cancel_for_stop()
         await self._stopped.wait()
 
     async def _stop_sequence(self, *, hard: bool, escalate_after: float | None) -> None:
