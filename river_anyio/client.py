@@ -392,8 +392,7 @@ class Client(ClientAPI):
                     runner.post(Stop())
                 if not await self._wait_producers(escalate_after):
                     log.warning("river: soft stop timed out; cancelling running jobs")
-                    self._hard_stop = True
-                    self._cancel_all(CancelCause.STOP)
+                    self._cancel_for_stop()
                     await self._wait_producers(None)
                 # Every outcome must reach the completer before it is told to stop.
                 while self._runs:
