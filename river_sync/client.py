@@ -440,10 +440,7 @@ class Client(ClientAPI):
             outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
             handler_cancel = False
             if self._error_handler is not None and error is not None and wants_error_handler(outcome, cause):
-                try:
-                    handler_cancel = bool(self._error_handler(plan.job, error))
-                except Exception:
-                    log.exception("river: error handler failed for job %d", plan.job.id)
+                handler_cancel = self._handler_cancels(plan.job, error)
             self._finish_run(run, outcome, ctx.metadata_updates, handler_cancel, error)
         except Exception:
             log.exception("river: could not report the outcome of job %d", plan.job.id)
@@ -461,14 +458,21 @@ class Client(ClientAPI):
             if self._error_handler is not None and error is not None and wants_error_handler(
                 outcome, run.token.cause
             ):
-                try:
-                    handler_cancel = bool(self._error_handler(plan.job, error))
-                except Exception:
-                    log.exception("river: error handler failed for job %d", plan.job.id)
+                handler_cancel = self._handler_cancels(plan.job, error)
             self._finish_run(run, outcome, {}, handler_cancel)
         except Exception:
             log.exception("river: could not report the outcome of job %d", plan.job.id)
             self._release(run)
+
+    def _handler_cancels(self, job: Any, error: BaseException) -> bool:
+        """Whether the (set) error handler asks to cancel ``job`` instead of its outcome; one
+        that raises is logged and cancels nothing."""
+        assert self._error_handler is not None
+        try:
+            return bool(self._error_handler(job, error))
+        except Exception:
+            log.exception("river: error handler failed for job %d", job.id)
+            return False
 
     def _release(self, run: JobRun) -> None:
         """Give the slot back without an outcome (the report itself failed)."""
