@@ -607,10 +607,7 @@ class Client(ClientAPI):
         outcome = outcome_from_result(result, error, trace=trace, cancel_cause=cause)
         handler_cancel = False
         if self._error_handler is not None and error is not None and wants_error_handler(outcome, cause):
-            try:
-                handler_cancel = bool(await _maybe_await(self._error_handler(run.plan.job, error)))
-            except Exception:
-                log.exception("river: error handler failed for job %d", run.plan.job.id)
+            handler_cancel = await self._handler_cancels(run.plan.job, error)
         self._finish_run(run, outcome, run.ctx.metadata_updates, handler_cancel, error)
 
     async def _end_not_run(self, run: JobRun) -> None:
@@ -620,13 +617,20 @@ class Client(ClientAPI):
         assert outcome is not None
         handler_cancel = False
         error = not_run_error(outcome)
-        handler = self._error_handler
-        if handler is not None and error is not None and wants_error_handler(outcome, run.token.cause):
-            try:
-                handler_cancel = bool(await _maybe_await(handler(run.plan.job, error)))
-            except Exception:
-                log.exception("river: error handler failed for job %d", run.plan.job.id)
+        cause = run.token.cause
+        if self._error_handler is not None and error is not None and wants_error_handler(outcome, cause):
+            handler_cancel = await self._handler_cancels(run.plan.job, error)
         self._finish_run(run, outcome, {}, handler_cancel)
+
+    async def _handler_cancels(self, job: Any, error: BaseException) -> bool:
+        """Whether the (set) error handler, sync or async, asks to cancel ``job`` instead of its
+        outcome; one that raises is logged and cancels nothing."""
+        assert self._error_handler is not None
+        try:
+            return bool(await _maybe_await(self._error_handler(job, error)))
+        except Exception:
+            log.exception("river: error handler failed for job %d", job.id)
+            return False
 
     def _end_returned(self, run: JobRun, result: Any) -> None:
         """``_end_run`` for a worker that returned: no error handler to await, so no coroutine."""
