@@ -265,10 +265,6 @@ class Client(ClientAPI):
 
     # ---------------------------------------------------------------- lifecycle
 
-    def _reconfigured(self) -> None:
-        # Queues added before start() wait in _pending_producers; a reconfigure replaces the set.
-        self._pending_producers = {n: p for n, p in self._pending_producers.items() if n in self._core.queues}
-
     async def __aenter__(self) -> Client:
         cm = anyio.create_task_group()
         nursery = await cm.__aenter__()
@@ -649,8 +645,7 @@ class Client(ClientAPI):
             raise RiverError(f"cannot add queue {name!r}: the client is {self._lifecycle.state}")
         producer = self._core.add_queue(name, config)
         if not self._lifecycle.running or self._nursery is None:
-            self._pending_producers[name] = producer  # run() starts it with the others
-            return
+            return  # run() makes and starts its producer with the others
         runner = self._producer_runner(name, producer)
         self._producers[name] = runner
         setup = self._core.flow_control_setup({name: config})
@@ -675,7 +670,6 @@ class Client(ClientAPI):
     async def _remove_queue(self, name: str, timeout: float | None) -> None:
         if name not in self._core.queues:
             self._core.remove_queue(name)  # raises the not-added error
-        self._pending_producers.pop(name, None)
         runner = self._producers.get(name)
         if runner is not None and self._lifecycle.running and runner.started:
             runner.post(Stop())

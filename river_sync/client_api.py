@@ -149,7 +149,6 @@ class ClientAPI(ClientBase):
         self._open_lock = _backend.Lock()
         self._notifier: NotifierProtocol | None = None
         self._notify_subs: list[NotifySubscription] = []
-        self._pending_producers: dict[str, Any] = {}  # queues added before the start
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -376,9 +375,8 @@ class ClientAPI(ClientBase):
             on_output=self._on_promoter_output,
         )
         self._start_runner(self._promoter)
-        producers = {**self._core.make_producers(), **self._pending_producers}
-        self._pending_producers = {}
-        for name, producer in producers.items():
+        # Queues added before the start are in the core's queues: made here with the others.
+        for name, producer in self._core.make_producers().items():
             self._producers[name] = self._producer_runner(name, producer)
         notifier = notifier_for(db, enabled=self._core.config.notifications, listen_url=self._listen_url)
         targets = {TOPIC_INSERT: self._on_notification, TOPIC_CONTROL: self._on_notification,
